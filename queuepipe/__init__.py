@@ -1,0 +1,56 @@
+"""queuepipe: TensorFlow 1's queue-based input pipeline in plain Python.
+
+File names feed readers, readers feed parsers, QueueRunner threads fill FIFO and random-shuffle
+queues, a Coordinator stops every thread together, and the trainer pulls shuffled NumPy
+mini-batches. The TF1 names work at the top level (``qp.shuffle_batch``) and in TF-shaped
+namespaces (``qp.train.shuffle_batch``, ``qp.io.parse_single_example``, ``qp.errors``).
+Public names are imported lazily, on first use, so ``import queuepipe`` costs almost nothing.
+"""
+
+from queuepipe import errors
+from queuepipe._lazy import namespace, table_of
+from queuepipe.dtypes import (  # noqa: A004 - TF's dtype names, bool among them
+    as_dtype, bool, double, float16, float32, float64, half, int8, int16, int32, int64, string,
+    uint8, uint16, uint32, uint64,
+)
+from queuepipe.errors import (
+    AbortedError, CancelledError, DataLossError, DeadlineExceededError, InvalidArgumentError,
+    NotFoundError, OutOfRangeError, QueuePipeError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = table_of({
+    "queuepipe.queues": ["QueueBase", "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue",
+                         "PriorityQueue"],
+    "queuepipe.coordinator": ["Coordinator", "LooperThread"],
+    "queuepipe.runner": ["QueueRunner", "Pipeline", "add_queue_runner", "start_queue_runners",
+                         "get_default_pipeline"],
+    "queuepipe.producers": ["string_input_producer", "input_producer", "range_input_producer",
+                            "slice_input_producer", "limit_epochs", "match_filenames_once"],
+    "queuepipe.records": ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions",
+                          "TFRecordCompressionType"],
+    "queuepipe.readers": ["ReaderBase", "TFRecordReader", "TextLineReader",
+                          "FixedLengthRecordReader", "WholeFileReader"],
+    "queuepipe.protos": ["Example", "SequenceExample", "Features", "Feature", "FeatureList",
+                         "FeatureLists", "BytesList", "FloatList", "Int64List", "make_example"],
+    "queuepipe.parsing": ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature",
+                          "SparseValue", "parse_single_example", "parse_example",
+                          "parse_single_sequence_example", "decode_raw", "decode_csv"],
+    "queuepipe.batching": ["Batches", "batch", "shuffle_batch", "batch_join",
+                           "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch",
+                           "maybe_batch_join", "maybe_shuffle_batch_join",
+                           "read_batch_features", "running"],
+})
+_SUBMODULES = ("train", "io", "python_io", "dtypes", "queues", "coordinator", "runner",
+               "producers", "records", "readers", "protos", "parsing", "batching",
+               "integrations")
+
+__getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)
+
+__all__ = sorted(
+    list(_LAZY) + list(errors.__all__)
+    + ["errors", "train", "io", "python_io", "as_dtype", "__version__", "string", "bool",
+       "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+       "float32", "float64", "double", "half"]
+)

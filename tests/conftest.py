@@ -1,0 +1,46 @@
+"""Fixtures every test gets: no thread may outlive its test, and hypothesis is deterministic.
+
+The per-test timeout (pytest-timeout, ``timeout`` in setup.cfg) turns a deadlock into one
+failed test instead of a hung CI run.
+"""
+
+import os
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "queuepipe", derandomize=True, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("queuepipe")
+
+GOLDEN = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "shared", "golden",
+                      "tf2.21")
+
+# A thread that was told to stop gets this long to finish before the test is failed.
+THREAD_GRACE_SECS = 5.0
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_behind():
+    """Fails the test if a thread it started is still alive after a short grace period."""
+    before = set(threading.enumerate())
+    yield
+    started = [t for t in threading.enumerate() if t not in before]
+    deadline = time.monotonic() + THREAD_GRACE_SECS
+    for thread in started:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in started if t.is_alive()]
+    if alive:
+        pytest.fail(f"test left threads alive: {alive}")
+
+
+@pytest.fixture
+def golden_dir():
+    """The TensorFlow 2.21 reference files in ../shared/golden/tf2.21."""
+    path = os.path.abspath(GOLDEN)
+    if not os.path.isdir(path):
+        pytest.fail(f"golden files missing at {path}: shared/ must sit beside the checkout")
+    return path
