@@ -41,10 +41,11 @@ _LAZY = table_of({
                            "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch",
                            "maybe_batch_join", "maybe_shuffle_batch_join",
                            "read_batch_features", "running"],
+    "queuepipe.shards": ["write_shards"],
 })
 _SUBMODULES = ("train", "io", "python_io", "dtypes", "queues", "coordinator", "runner",
                "producers", "records", "readers", "protos", "parsing", "batching",
-               "integrations")
+               "shards", "integrations")
 
 __getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)
 
