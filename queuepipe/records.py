@@ -1,0 +1,550 @@
+"""TFRecord files: the framing, compression options, a writer, and one buffered record scanner.
+
+A TFRecord file is a sequence of records, each framed as::
+
+    uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)
+
+little-endian, with ``masked(crc) = ((crc >> 15) | (crc << 17)) + 0xa282ead8 (mod 2**32)``.
+GZIP and ZLIB compress the whole stream, not single records; offsets (in reader keys and in
+error messages) count bytes of the uncompressed stream, as TensorFlow's do.
+
+Reading goes through :class:`RecordScanner`: it reads large chunks, parses frames out of its
+buffer, checks both checksums of every record and hands out ``(offset, data)`` pairs one at a
+time or in bulk (:meth:`RecordScanner.next_batch`). :func:`tf_record_iterator` and
+``queuepipe.readers.TFRecordReader`` both use it. Damage raises :class:`DataLossError` naming
+the file and byte offset, or, with ``corrupt_records="skip"``, is logged, counted and skipped.
+
+Paths with a protocol (``s3://``, ``gs://``, ``memory://``, ...) are opened with fsspec
+(``pip install queuepipe[remote]``); plain paths with the builtin ``open``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import struct
+import zlib
+from typing import IO, Iterator, List, Optional, Tuple, Union
+
+import crc32c as _crc32c
+import numpy as np
+
+from queuepipe.errors import DataLossError, NotFoundError
+
+__all__ = ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions", "TFRecordCompressionType"]
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+
+_HEADER = struct.Struct("<QI")  # length, masked crc of the 8 length bytes
+_FOOTER = struct.Struct("<I")  # masked crc of the data
+HEADER_BYTES = _HEADER.size
+FRAME_BYTES = _HEADER.size + _FOOTER.size  # what framing adds to each record
+_MASK_DELTA = 0xA282EAD8
+_CHUNK = 1 << 20  # bytes asked of the file per read
+_MAX_READ = 1 << 24  # largest single read: a bogus length can never allocate more than this
+_CORRUPT_POLICIES = ("raise", "skip")
+
+
+def masked_crc32c(data: bytes) -> int:
+    """Returns the masked CRC-32C of ``data`` that TFRecord framing stores."""
+    crc = _crc32c.crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame(record: bytes) -> bytes:
+    """Returns ``record`` framed as one TFRecord: header, data, footer."""
+    length = struct.pack("<Q", len(record))
+    return b"".join((length, _FOOTER.pack(masked_crc32c(length)), record,
+                     _FOOTER.pack(masked_crc32c(record))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+class TFRecordCompressionType(enum.IntEnum):
+    """The compression of a TFRecord file, as TF's ``tf.io.TFRecordCompressionType``."""
+
+    NONE = 0
+    ZLIB = 1
+    GZIP = 2
+
+
+class TFRecordOptions:
+    """How a TFRecord file is compressed, as TF's ``tf.io.TFRecordOptions``.
+
+    Args:
+      compression_type: ``None`` or ``""`` (none), ``"ZLIB"``, ``"GZIP"``, or a
+        :class:`TFRecordCompressionType`.
+      compression_level: 0 (none) to 9 (best), or -1/``None`` for zlib's default; only used
+        when writing a compressed file.
+
+    Raises:
+      ValueError: an unknown compression type or a level outside -1..9.
+    """
+
+    compression_type_map = {
+        TFRecordCompressionType.ZLIB: "ZLIB",
+        TFRecordCompressionType.GZIP: "GZIP",
+        TFRecordCompressionType.NONE: "",
+    }
+
+    def __init__(self, compression_type=None, compression_level: Optional[int] = None):
+        self.compression_type = self.get_compression_type_string(compression_type)
+        if compression_level is not None and not -1 <= compression_level <= 9:
+            raise ValueError(f"compression_level must be -1..9 or None, got {compression_level!r}")
+        self.compression_level = compression_level
+
+    @classmethod
+    def get_compression_type_string(cls, options) -> str:
+        """Returns ``""``, ``"ZLIB"`` or ``"GZIP"`` for options, a type, a string or ``None``.
+
+        Raises:
+          ValueError: ``options`` names no known compression.
+        """
+        if not options:
+            return ""
+        if isinstance(options, TFRecordOptions):
+            return options.compression_type
+        if isinstance(options, str) and options in cls.compression_type_map.values():
+            return options
+        if isinstance(options, int) and options in cls.compression_type_map:
+            return cls.compression_type_map[TFRecordCompressionType(options)]
+        raise ValueError(f'Not a valid compression_type: "{options}"')
+
+    def __repr__(self):
+        return (f"TFRecordOptions(compression_type={self.compression_type!r}, "
+                f"compression_level={self.compression_level!r})")
+
+
+def _as_options(options) -> TFRecordOptions:
+    return options if isinstance(options, TFRecordOptions) else TFRecordOptions(options)
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening files
+
+
+def open_file(path: PathLike, mode: str = "rb") -> IO[bytes]:
+    """Opens ``path`` in binary ``mode``: through fsspec when it has a protocol, else ``open``.
+
+    Raises:
+      NotFoundError: reading a file that does not exist.
+      ImportError: a remote path and fsspec is not installed.
+    """
+    path = os.fsdecode(path)
+    try:
+        if "://" in path:
+            try:
+                import fsspec
+            except ImportError as e:
+                raise ImportError(
+                    f"'{path}' has a protocol: opening it needs fsspec: "
+                    "pip install queuepipe[remote]") from e
+            return fsspec.open(path, mode).open()
+        return open(path, mode, buffering=0 if mode == "rb" else -1)
+    except FileNotFoundError as e:
+        raise NotFoundError(f"file not found: '{path}'") from e
+
+
+def _file_size(f) -> Optional[int]:
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        size = getattr(f, "size", None)
+        return size if isinstance(size, int) else None
+
+
+class _Inflater:
+    """A file-like ``read(n)`` over a ZLIB or GZIP stream (concatenated members included).
+
+    A damaged or truncated compressed stream reads as the end of the data, and ``damage`` then
+    says what went wrong, so the record scanner can report it at the record it was reading.
+    """
+
+    def __init__(self, raw, compression: str):
+        self._raw = raw
+        self._compression = compression
+        self._wbits = 31 if compression == "GZIP" else 15
+        self._d = zlib.decompressobj(self._wbits)
+        self._pending = b""  # input left over after one member ended
+        self._in_member = False  # input was fed to self._d and its end is not reached yet
+        self.damage: Optional[str] = None
+
+    def read(self, n: int) -> bytes:
+        while self.damage is None:
+            data = self._d.unconsumed_tail or self._pending or self._raw.read(_CHUNK)
+            self._pending = b""
+            if not data:
+                if self._in_member:
+                    self.damage = (f"the {self._compression} stream ends before its end "
+                                   "marker (truncated file?)")
+                return b""
+            try:
+                out = self._d.decompress(data, n)
+            except zlib.error as e:
+                self.damage = f"corrupted {self._compression} stream ({e})"
+                return b""
+            self._in_member = True
+            if self._d.eof:
+                self._pending = self._d.unused_data
+                self._d = zlib.decompressobj(self._wbits)
+                self._in_member = False
+            if out:
+                return out
+        return b""
+
+    def close(self):
+        self._raw.close()
+
+
+def open_stream(path: PathLike, compression: str = ""):
+    """Opens ``path`` for reading its uncompressed bytes.
+
+    Returns:
+      ``(stream, size)``: ``stream.read(n)`` returns up to ``n`` bytes (``b""`` at the end),
+      ``size`` is the uncompressed size when known without reading (plain files), else None.
+    """
+    raw = open_file(path, "rb")
+    if not compression:
+        return raw, _file_size(raw)
+    return _Inflater(raw, compression), None
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+class TFRecordWriter:
+    """Writes records to a TFRecord file, as TF's ``tf.io.TFRecordWriter``.
+
+    Uncompressed output is byte-identical to TensorFlow's. Use it as a context manager, or
+    call :meth:`close` (idempotent) when done.
+
+    Args:
+      path: the file to create (overwritten if it exists); a path with a protocol is
+        written through fsspec.
+      options: a :class:`TFRecordOptions`, a compression type string or enum, or None.
+    """
+
+    def __init__(self, path: PathLike, options=None):
+        self._path = os.fsdecode(path)
+        options = _as_options(options)
+        self._file = open_file(self._path, "wb")
+        self._compressor = None
+        if options.compression_type:
+            level = -1 if options.compression_level is None else options.compression_level
+            wbits = 31 if options.compression_type == "GZIP" else 15
+            self._compressor = zlib.compressobj(level, zlib.DEFLATED, wbits, 9)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def write(self, record: Union[bytes, str]) -> None:
+        """Appends one record (bytes; a str is written as UTF-8).
+
+        Raises:
+          ValueError: the writer is closed.
+        """
+        if isinstance(record, str):
+            record = record.encode("utf-8")
+        self._write(frame(record))
+
+    def _write(self, data: bytes) -> None:
+        if self._file is None:
+            raise ValueError(f"write to a closed TFRecordWriter for '{self._path}'")
+        if self._compressor is not None:
+            data = self._compressor.compress(data)
+        self._file.write(data)
+
+    def flush(self) -> None:
+        """Pushes everything written so far to the file (a compressed stream is sync-flushed)."""
+        if self._file is None:
+            raise ValueError(f"flush of a closed TFRecordWriter for '{self._path}'")
+        if self._compressor is not None:
+            self._file.write(self._compressor.flush(zlib.Z_SYNC_FLUSH))
+        self._file.flush()
+
+    def fileno(self) -> int:
+        """The OS file descriptor (plain local files only), e.g. for ``os.fsync``."""
+        return self._file.fileno()
+
+    def close(self) -> None:
+        """Finishes the compressed stream, if any, and closes the file. Idempotent."""
+        if self._file is None:
+            return
+        f, self._file = self._file, None
+        try:
+            if self._compressor is not None:
+                f.write(self._compressor.flush(zlib.Z_FINISH))
+        finally:
+            f.close()
+
+    def __enter__(self) -> "TFRecordWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def _crc_table() -> np.ndarray:
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1)
+    return table.astype(np.uint32)
+
+
+_CRC_TABLE = _crc_table()
+
+
+def _header_matches(window: bytes) -> np.ndarray:
+    """Positions ``i`` in ``window`` where the 12 bytes from ``i`` form a valid record header.
+
+    Computes the masked CRC-32C of every 8-byte window at once (table-driven CRC, vectorized
+    over positions), so a resynchronising scan is linear in the bytes it passes over.
+    """
+    a = np.frombuffer(window, dtype=np.uint8)
+    n = len(a) - HEADER_BYTES + 1
+    if n <= 0:
+        return np.zeros(0, dtype=np.intp)
+    crc = np.full(n, 0xFFFFFFFF, dtype=np.uint32)
+    for k in range(8):
+        crc = _CRC_TABLE[(crc ^ a[k:k + n]) & 0xFF] ^ (crc >> 8)
+    crc ^= np.uint32(0xFFFFFFFF)
+    masked = ((crc >> 15) | (crc << 17)) + np.uint32(_MASK_DELTA)
+    stored = np.zeros(n, dtype=np.uint32)
+    for k in range(4):
+        stored |= a[8 + k:8 + k + n].astype(np.uint32) << (8 * k)
+    return np.flatnonzero(masked == stored)
+
+
+class RecordScanner:
+    """Reads the records of one TFRecord file in order, checking both checksums of each.
+
+    The file is read in large chunks; records are cut out of the buffer. Not thread-safe: a
+    reader that shares one scanner between threads holds its own lock around the calls.
+
+    Args:
+      path: the file (a protocol path goes through fsspec).
+      options: compression, as for :class:`TFRecordOptions`.
+      corrupt_records: ``"raise"`` (default): damage raises :class:`DataLossError`, and every
+        later call raises it again. ``"skip"``: a record whose data checksum fails is skipped;
+        after a header whose length checksum fails the scanner resynchronises at the next
+        offset where a valid header starts; a truncated end or a broken compressed stream ends
+        the file. Each skip is logged (``queuepipe.records`` logger) and counted in
+        :attr:`skipped`.
+
+    Raises:
+      NotFoundError: the file does not exist.
+      ValueError: an unknown ``corrupt_records`` policy or compression.
+    """
+
+    def __init__(self, path: PathLike, options=None, corrupt_records: str = "raise"):
+        if corrupt_records not in _CORRUPT_POLICIES:
+            raise ValueError(
+                f"corrupt_records must be 'raise' or 'skip', got {corrupt_records!r}")
+        self.path = os.fsdecode(path)
+        self._skip = corrupt_records == "skip"
+        self._stream, self._size = open_stream(
+            self.path, TFRecordOptions.get_compression_type_string(options))
+        self._buf = b""
+        self._pos = 0  # next unread byte in self._buf
+        self._base = 0  # stream offset of self._buf[0]
+        self._error: Optional[DataLossError] = None
+        self._done = False  # the end of the file is reached (or damage in skip mode ends it)
+        self.skipped = 0
+
+    # -- buffer ---------------------------------------------------------------------------
+
+    def _fill(self, n: int) -> bool:
+        """Makes ``n`` bytes available from ``self._pos``; False when the stream ends first."""
+        have = len(self._buf) - self._pos
+        if have >= n:
+            return True
+        parts = [self._buf[self._pos:]] if have else []
+        self._base += self._pos
+        self._pos = 0
+        while have < n:
+            chunk = self._stream.read(min(max(_CHUNK, n - have), _MAX_READ))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self._buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        return have >= n
+
+    def _remaining(self) -> Optional[int]:
+        """Bytes left in a plain file from the read position (None when unknown)."""
+        return None if self._size is None else self._size - self._base - self._pos
+
+    # -- damage ---------------------------------------------------------------------------
+
+    def _damage(self, offset: int, what: str) -> None:
+        """Raises (policy "raise") or logs and counts (policy "skip") damage at ``offset``."""
+        damage = getattr(self._stream, "damage", None)
+        if damage:
+            what = f"{damage}, reading the record at {offset}"
+        message = f"{what} in file '{self.path}'"
+        if not self._skip:
+            self._error = DataLossError(message, path=self.path, offset=offset)
+            raise self._error
+        self.skipped += 1
+        logger.warning("skipping damaged data: %s", message)
+
+    def _resync(self) -> None:
+        """Moves to the next offset after the current one where a valid header starts."""
+        self._pos += 1
+        while True:
+            more = self._fill(_CHUNK)
+            window = self._buf[self._pos:] if self._pos else self._buf
+            found = _header_matches(window)
+            if len(found):
+                self._pos += int(found[0])
+                return
+            if not more:  # no header before the end: the rest of the file is damage
+                self._pos = len(self._buf)
+                return
+            self._pos += len(window) - HEADER_BYTES + 1
+
+    # -- records --------------------------------------------------------------------------
+
+    def _next_checked(self) -> Optional[Tuple[int, bytes]]:
+        """The general path: one record with every check, or None at the end of the file."""
+        while not self._done:
+            offset = self._base + self._pos
+            if not self._fill(HEADER_BYTES):
+                rest = len(self._buf) - self._pos
+                if rest or getattr(self._stream, "damage", None):
+                    self._damage(offset, f"truncated record header at {offset}: the file ends "
+                                 f"{rest} bytes into the {HEADER_BYTES}-byte header")
+                self._done = True
+                return None
+            length, length_crc = _HEADER.unpack_from(self._buf, self._pos)
+            if masked_crc32c(self._buf[self._pos:self._pos + 8]) != length_crc:
+                self._damage(offset, f"corrupted record at {offset}: length checksum mismatch "
+                             "(Is this even a TFRecord file?)")
+                self._resync()
+                continue
+            need = length + FRAME_BYTES
+            remaining = self._remaining()
+            if (remaining is not None and need > remaining) or not self._fill(need):
+                rest = len(self._buf) - self._pos if remaining is None else remaining
+                self._damage(offset, f"truncated record at {offset}: the record needs {need} "
+                             f"bytes (data length {length}) but the file ends after {rest}")
+                self._done = True  # the file ends inside this record
+                return None
+            start = self._pos + HEADER_BYTES
+            data = self._buf[start:start + length]
+            (data_crc,) = _FOOTER.unpack_from(self._buf, start + length)
+            self._pos += need
+            actual = masked_crc32c(data)
+            if actual != data_crc:
+                # Like TensorFlow, name the offset of the data whose checksum failed.
+                self._damage(offset + HEADER_BYTES,
+                             f"corrupted record at {offset + HEADER_BYTES}: data checksum "
+                             f"mismatch (stored 0x{data_crc:08x}, computed 0x{actual:08x} over "
+                             f"{length} data bytes of the record at {offset})")
+                continue
+            return offset, data
+        return None
+
+    def _take_buffered(self, out: List[Tuple[int, bytes]], n: int) -> None:
+        """The fast path: appends intact records lying wholly in the buffer, up to ``n``.
+
+        Stops, without consuming it, at the first record that is incomplete or fails a check;
+        :meth:`_next_checked` then deals with it.
+        """
+        buf, pos, base = self._buf, self._pos, self._base
+        end_of_buf = len(buf) - HEADER_BYTES
+        unpack_header, unpack_footer, crc = _HEADER.unpack_from, _FOOTER.unpack_from, _crc32c.crc32c
+        while len(out) < n and pos <= end_of_buf:
+            length, length_crc = unpack_header(buf, pos)
+            c = crc(buf[pos:pos + 8])
+            if (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
+                break
+            start = pos + HEADER_BYTES
+            end = start + length
+            if end + 4 > len(buf):
+                break
+            data = buf[start:end]
+            c = crc(data)
+            if (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_footer(buf, end)[0]:
+                break
+            out.append((base + pos, data))
+            pos = end + 4
+        self._pos = pos
+
+    def next_batch(self, n: int) -> List[Tuple[int, bytes]]:
+        """Returns up to ``n`` records as ``(offset, data)``; fewer only at the end of the file.
+
+        Damage found after some records were collected is held back: those records are
+        returned and the next call raises.
+
+        Raises:
+          DataLossError: (policy "raise") the next record is damaged; raised again by every
+            later call.
+        """
+        if self._error is not None:
+            raise self._error
+        out: List[Tuple[int, bytes]] = []
+        try:
+            while len(out) < n:
+                self._take_buffered(out, n)
+                if len(out) >= n:
+                    break
+                record = self._next_checked()
+                if record is None:
+                    break
+                out.append(record)
+        except DataLossError:
+            if not out:
+                raise
+        return out
+
+    def close(self) -> None:
+        """Closes the file. Idempotent."""
+        self._stream.close()
+
+    def __iter__(self) -> Iterator[Tuple[int, bytes]]:
+        while True:
+            batch = self.next_batch(1024)
+            if not batch:
+                return
+            yield from batch
+
+
+def tf_record_iterator(path: PathLike, options=None, *,
+                       corrupt_records: str = "raise") -> Iterator[bytes]:
+    """Yields the records of a TFRecord file, as TF's ``tf.compat.v1.io.tf_record_iterator``.
+
+    The file is opened at once (so a missing file fails here, not at the first ``next``) and
+    closed when the iterator is exhausted or garbage-collected.
+
+    Args:
+      path: the file; a path with a protocol is read through fsspec.
+      options: compression: a :class:`TFRecordOptions`, "GZIP", "ZLIB", "" or None.
+      corrupt_records: ``"raise"`` or ``"skip"``, see :class:`RecordScanner`.
+
+    Raises:
+      NotFoundError: the file does not exist.
+      DataLossError: (while iterating) a record is damaged; the message names the file and
+        the byte offset of the record in the uncompressed stream.
+    """
+    scanner = RecordScanner(path, options, corrupt_records)
+
+    def records():
+        try:
+            for _, data in scanner:
+                yield data
+        finally:
+            scanner.close()
+
+    return records()
