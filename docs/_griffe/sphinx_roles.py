@@ -1,0 +1,66 @@
+"""A griffe extension that renders the reST bits of our docstrings as Markdown for mkdocstrings.
+
+queuepipe's docstrings are Google style (``Args:``, ``Returns:``, ``Raises:``) and, like
+TensorFlow's and CPython's, they use a few reST spellings: roles such as
+``:class:`Coordinator``` or ``:func:`~queuepipe.runner.start_queue_runners``` and the literal
+block marker ``Usage::``. mkdocstrings renders Markdown, which would show those literally. This
+extension, run by griffe after it has loaded the package, rewrites every docstring:
+
+- a role becomes an *optional* autorefs cross-reference: a link when the name (resolved in the
+  scope of the object that carries the docstring, as Python would) is documented on some page,
+  plain code otherwise. An unresolvable name is never an error, so a docstring cannot break the
+  strict build by naming something outside the reference (``numpy.dtype``, a private helper).
+  ``~a.b.C`` shows ``C``, as in Sphinx.
+- a paragraph ending in ``::`` ends in ``:``, and a ``.. code-block:: python`` line goes: the
+  indented block after either is already a Markdown code block.
+
+Configured in mkdocs.yml under the python handler's ``extensions``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import griffe
+
+_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|obj|exc|data|const):`(~?)([\w.]+)(\(\))?`")
+_LITERAL_MARKER = re.compile(r"(\S)::[ \t]*$", re.MULTILINE)
+_CODE_DIRECTIVE = re.compile(r"^[ \t]*\.\. (?:code-block|code|sourcecode)::.*\n", re.MULTILINE)
+
+
+def _identifier(obj: griffe.Object, name: str) -> str:
+    """The full path ``name`` refers to in ``obj``'s scope, or ``name`` itself when unknown."""
+    head, _, rest = name.partition(".")
+    try:
+        resolved = obj.resolve(head)
+    except (griffe.NameResolutionError, griffe.AliasResolutionError, KeyError):
+        return name
+    return f"{resolved}.{rest}" if rest else resolved
+
+
+def _markdown(obj: griffe.Object, text: str) -> str:
+    def role(match: re.Match) -> str:
+        tilde, name, call = match.groups()
+        shown = (name.rsplit(".", 1)[-1] if tilde else name) + (call or "")
+        identifier = html.escape(_identifier(obj, name), quote=True)
+        return f'<autoref identifier="{identifier}" optional><code>{html.escape(shown)}</code></autoref>'
+
+    text = _CODE_DIRECTIVE.sub("", _ROLE.sub(role, text))
+    return _LITERAL_MARKER.sub(r"\1:", text)
+
+
+def _walk(obj: griffe.Object):
+    yield obj
+    for member in obj.members.values():
+        if not member.is_alias:
+            yield from _walk(member)
+
+
+class SphinxRoles(griffe.Extension):
+    """Rewrites reST roles and ``::`` markers in every docstring of a loaded package."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs) -> None:
+        for obj in _walk(pkg):
+            if obj.docstring is not None:
+                obj.docstring.value = _markdown(obj, obj.docstring.value)
