@@ -11,6 +11,9 @@ extension, run by griffe after it has loaded the package, rewrites every docstri
   plain code otherwise. An unresolvable name is never an error, so a docstring cannot break the
   strict build by naming something outside the reference (``numpy.dtype``, a private helper).
   ``~a.b.C`` shows ``C``, as in Sphinx.
+- an ``Args:`` item that documents several parameters at once (``rank, world_size: ...``)
+  becomes one item per parameter, each with the same text; griffe would otherwise look for a
+  single parameter named ``rank, world_size`` and fail the build.
 - a paragraph ending in ``::`` ends in ``:``, and a ``.. code-block:: python`` line goes: the
   indented block after either is already a Markdown code block.
 
@@ -27,6 +30,39 @@ import griffe
 _ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|obj|exc|data|const):`(~?)([\w.]+)(\(\))?`")
 _LITERAL_MARKER = re.compile(r"(\S)::[ \t]*$", re.MULTILINE)
 _CODE_DIRECTIVE = re.compile(r"^[ \t]*\.\. (?:code-block|code|sourcecode)::.*\n", re.MULTILINE)
+_ARGS_HEADER = re.compile(
+    r"^([ \t]*)(?:Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments):[ \t]*$")
+_GROUPED_PARAMS = re.compile(r"^([ \t]*)(\w+(?:[ \t]*,[ \t]*\w+)+)([ \t]*(?:\([^)]*\))?:.*)$")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _split_grouped_params(text: str) -> str:
+    """Writes an ``Args:`` item ``a, b: text`` as one item per name, each with the text."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        header = _ARGS_HEADER.match(lines[i])
+        out.append(lines[i])
+        i += 1
+        if not header:
+            continue
+        section_indent = len(header.group(1))
+        while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > section_indent):
+            item = [lines[i]]
+            i += 1
+            while i < len(lines) and lines[i].strip() and _indent(lines[i]) > _indent(item[0]):
+                item.append(lines[i])
+                i += 1
+            grouped = _GROUPED_PARAMS.match(item[0])
+            if not grouped:
+                out.extend(item)
+                continue
+            for name in grouped.group(2).split(","):
+                out.append(f"{grouped.group(1)}{name.strip()}{grouped.group(3)}")
+                out.extend(item[1:])
+    return "\n".join(out)
 
 
 def _identifier(obj: griffe.Object, name: str) -> str:
@@ -46,7 +82,7 @@ def _markdown(obj: griffe.Object, text: str) -> str:
         identifier = html.escape(_identifier(obj, name), quote=True)
         return f'<autoref identifier="{identifier}" optional><code>{html.escape(shown)}</code></autoref>'
 
-    text = _CODE_DIRECTIVE.sub("", _ROLE.sub(role, text))
+    text = _CODE_DIRECTIVE.sub("", _ROLE.sub(role, _split_grouped_params(text)))
     return _LITERAL_MARKER.sub(r"\1:", text)
 
 
