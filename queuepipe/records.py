@@ -201,17 +201,79 @@ class _Inflater:
         self._raw.close()
 
 
-def open_stream(path: PathLike, compression: str = ""):
-    """Opens ``path`` for reading its uncompressed bytes.
-
-    Returns:
-      ``(stream, size)``: ``stream.read(n)`` returns up to ``n`` bytes (``b""`` at the end),
-      ``size`` is the uncompressed size when known without reading (plain files), else None.
-    """
+def _open_stream(path: str, compression: str):
+    """Returns ``(stream, size)``: ``stream.read(n)`` gives the uncompressed bytes, ``size``
+    their number when known without reading (plain files), else None."""
     raw = open_file(path, "rb")
     if not compression:
         return raw, _file_size(raw)
     return _Inflater(raw, compression), None
+
+
+class ReadBuffer:
+    """The uncompressed bytes of one file, read ahead in large chunks.
+
+    ``buf[pos:]`` has been read from the file but not consumed yet; ``base`` is the stream
+    offset of ``buf[0]``. Parsers cut what they need out of ``buf`` and advance ``pos``.
+
+    Args:
+      path: the file; a path with a protocol is opened through fsspec.
+      compression: "", "ZLIB" or "GZIP" (the whole stream is compressed).
+
+    Raises:
+      NotFoundError: the file does not exist.
+    """
+
+    def __init__(self, path: PathLike, compression: str = ""):
+        self.path = os.fsdecode(path)
+        self._stream, self._size = _open_stream(self.path, compression)
+        self.buf = b""
+        self.pos = 0
+        self.base = 0
+
+    @property
+    def offset(self) -> int:
+        """The stream offset of the next unconsumed byte."""
+        return self.base + self.pos
+
+    @property
+    def available(self) -> int:
+        """Bytes read ahead and not consumed."""
+        return len(self.buf) - self.pos
+
+    @property
+    def damage(self) -> Optional[str]:
+        """What broke the compressed stream (it then reads as ended early), or None."""
+        return getattr(self._stream, "damage", None)
+
+    def remaining(self) -> Optional[int]:
+        """Bytes left in the file from :attr:`offset`, when known without reading, else None."""
+        return None if self._size is None else self._size - self.offset
+
+    def fill(self, n: int) -> bool:
+        """Makes ``n`` bytes available from ``pos``; False when the stream ends first.
+
+        Reads at most 16 MiB per call to the file, so asking for an absurd ``n`` allocates
+        only what the file really holds.
+        """
+        have = len(self.buf) - self.pos
+        if have >= n:
+            return True
+        parts = [self.buf[self.pos:]] if have else []
+        self.base += self.pos
+        self.pos = 0
+        while have < n:
+            chunk = self._stream.read(min(max(_CHUNK, n - have), _MAX_READ))
+            if not chunk:
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        return have >= n
+
+    def close(self) -> None:
+        """Closes the file. Idempotent."""
+        self._stream.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,45 +413,23 @@ class RecordScanner:
         if corrupt_records not in _CORRUPT_POLICIES:
             raise ValueError(
                 f"corrupt_records must be 'raise' or 'skip', got {corrupt_records!r}")
-        self.path = os.fsdecode(path)
         self._skip = corrupt_records == "skip"
-        self._stream, self._size = open_stream(
-            self.path, TFRecordOptions.get_compression_type_string(options))
-        self._buf = b""
-        self._pos = 0  # next unread byte in self._buf
-        self._base = 0  # stream offset of self._buf[0]
+        self._in = ReadBuffer(path, TFRecordOptions.get_compression_type_string(options))
+        self.path = self._in.path
         self._error: Optional[DataLossError] = None
         self._done = False  # the end of the file is reached (or damage in skip mode ends it)
         self.skipped = 0
 
-    # -- buffer ---------------------------------------------------------------------------
-
-    def _fill(self, n: int) -> bool:
-        """Makes ``n`` bytes available from ``self._pos``; False when the stream ends first."""
-        have = len(self._buf) - self._pos
-        if have >= n:
-            return True
-        parts = [self._buf[self._pos:]] if have else []
-        self._base += self._pos
-        self._pos = 0
-        while have < n:
-            chunk = self._stream.read(min(max(_CHUNK, n - have), _MAX_READ))
-            if not chunk:
-                break
-            parts.append(chunk)
-            have += len(chunk)
-        self._buf = parts[0] if len(parts) == 1 else b"".join(parts)
-        return have >= n
-
-    def _remaining(self) -> Optional[int]:
-        """Bytes left in a plain file from the read position (None when unknown)."""
-        return None if self._size is None else self._size - self._base - self._pos
-
     # -- damage ---------------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        """True once the end of the file is reached; never while damage waits to be raised."""
+        return self._done
 
     def _damage(self, offset: int, what: str) -> None:
         """Raises (policy "raise") or logs and counts (policy "skip") damage at ``offset``."""
-        damage = getattr(self._stream, "damage", None)
+        damage = self._in.damage
         if damage:
             what = f"{damage}, reading the record at {offset}"
         message = f"{what} in file '{self.path}'"
@@ -401,50 +441,51 @@ class RecordScanner:
 
     def _resync(self) -> None:
         """Moves to the next offset after the current one where a valid header starts."""
-        self._pos += 1
+        b = self._in
+        b.pos += 1
         while True:
-            more = self._fill(_CHUNK)
-            window = self._buf[self._pos:] if self._pos else self._buf
+            more = b.fill(_CHUNK)
+            window = b.buf[b.pos:] if b.pos else b.buf
             found = _header_matches(window)
             if len(found):
-                self._pos += int(found[0])
+                b.pos += int(found[0])
                 return
             if not more:  # no header before the end: the rest of the file is damage
-                self._pos = len(self._buf)
+                b.pos = len(b.buf)
                 return
-            self._pos += len(window) - HEADER_BYTES + 1
+            b.pos += len(window) - HEADER_BYTES + 1
 
     # -- records --------------------------------------------------------------------------
 
     def _next_checked(self) -> Optional[Tuple[int, bytes]]:
         """The general path: one record with every check, or None at the end of the file."""
+        b = self._in
         while not self._done:
-            offset = self._base + self._pos
-            if not self._fill(HEADER_BYTES):
-                rest = len(self._buf) - self._pos
-                if rest or getattr(self._stream, "damage", None):
+            offset = b.offset
+            if not b.fill(HEADER_BYTES):
+                if b.available or b.damage:
                     self._damage(offset, f"truncated record header at {offset}: the file ends "
-                                 f"{rest} bytes into the {HEADER_BYTES}-byte header")
+                                 f"{b.available} bytes into the {HEADER_BYTES}-byte header")
                 self._done = True
                 return None
-            length, length_crc = _HEADER.unpack_from(self._buf, self._pos)
-            if masked_crc32c(self._buf[self._pos:self._pos + 8]) != length_crc:
+            length, length_crc = _HEADER.unpack_from(b.buf, b.pos)
+            if masked_crc32c(b.buf[b.pos:b.pos + 8]) != length_crc:
                 self._damage(offset, f"corrupted record at {offset}: length checksum mismatch "
                              "(Is this even a TFRecord file?)")
                 self._resync()
                 continue
             need = length + FRAME_BYTES
-            remaining = self._remaining()
-            if (remaining is not None and need > remaining) or not self._fill(need):
-                rest = len(self._buf) - self._pos if remaining is None else remaining
+            remaining = b.remaining()
+            if (remaining is not None and need > remaining) or not b.fill(need):
+                rest = b.available if remaining is None else remaining
                 self._damage(offset, f"truncated record at {offset}: the record needs {need} "
                              f"bytes (data length {length}) but the file ends after {rest}")
                 self._done = True  # the file ends inside this record
                 return None
-            start = self._pos + HEADER_BYTES
-            data = self._buf[start:start + length]
-            (data_crc,) = _FOOTER.unpack_from(self._buf, start + length)
-            self._pos += need
+            start = b.pos + HEADER_BYTES
+            data = b.buf[start:start + length]
+            (data_crc,) = _FOOTER.unpack_from(b.buf, start + length)
+            b.pos += need
             actual = masked_crc32c(data)
             if actual != data_crc:
                 # Like TensorFlow, name the offset of the data whose checksum failed.
@@ -462,7 +503,7 @@ class RecordScanner:
         Stops, without consuming it, at the first record that is incomplete or fails a check;
         :meth:`_next_checked` then deals with it.
         """
-        buf, pos, base = self._buf, self._pos, self._base
+        buf, pos, base = self._in.buf, self._in.pos, self._in.base
         end_of_buf = len(buf) - HEADER_BYTES
         unpack_header, unpack_footer, crc = _HEADER.unpack_from, _FOOTER.unpack_from, _crc32c.crc32c
         while len(out) < n and pos <= end_of_buf:
@@ -480,7 +521,7 @@ class RecordScanner:
                 break
             out.append((base + pos, data))
             pos = end + 4
-        self._pos = pos
+        self._in.pos = pos
 
     def next_batch(self, n: int) -> List[Tuple[int, bytes]]:
         """Returns up to ``n`` records as ``(offset, data)``; fewer only at the end of the file.
@@ -511,7 +552,7 @@ class RecordScanner:
 
     def close(self) -> None:
         """Closes the file. Idempotent."""
-        self._stream.close()
+        self._in.close()
 
     def __iter__(self) -> Iterator[Tuple[int, bytes]]:
         while True:
