@@ -1,0 +1,898 @@
+"""Parsing serialized Examples and SequenceExamples into NumPy arrays, as TF's parsing ops do.
+
+A feature spec maps each feature key to :class:`FixedLenFeature` (a dense array of a fixed
+shape), :class:`VarLenFeature` (a :class:`SparseValue`) or :class:`FixedLenSequenceFeature`
+(rows of a fixed shape, as many as the record holds). The outputs, the defaults and the errors
+are TensorFlow's (checked against TF 2.21): a missing required feature, a wrong data type or
+a wrong number of values raises :class:`~queuepipe.errors.InvalidArgumentError` with TF's
+words, naming the feature key, the record's index in the batch and its name (``Name:``), which
+readers make ``b"<file>:<offset>"``. Strings come out as ``bytes`` (object arrays of bytes).
+
+Usage::
+
+    spec = {"image": qp.FixedLenFeature([], qp.string),
+            "label": qp.FixedLenFeature([], qp.int64)}
+    keys, records = reader.read_up_to(filename_queue, 128)
+    batch = qp.parse_example(records, spec, example_names=keys)
+    images = qp.decode_raw(batch["image"], qp.uint8)  # [128, 784]
+
+``parse_example`` is the bulk path. Records in a batch usually share one layout: the same
+features with values of the same sizes. It groups records by length, walks one of them (the
+template) to find where each value lies, checks with NumPy that every other record's bytes
+outside the values equal the template's, and decodes the values of the whole group at once
+(see :mod:`queuepipe.protos._layout`). Records that differ are parsed one by one with
+protobuf. Both paths give identical results; errors are always reported by the per-record
+path, so they are the same whichever path saw the record first.
+
+``decode_raw`` and ``decode_csv`` turn the parsed bytes into numbers.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from queuepipe import dtypes as _dtypes
+from queuepipe.errors import InvalidArgumentError
+from queuepipe.protos import Example, SequenceExample
+from queuepipe.protos import _layout
+
+__all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseValue",
+           "parse_single_example", "parse_example", "parse_single_sequence_example",
+           "decode_raw", "decode_csv"]
+
+# TF's DataTypeString for the three dtypes an Example holds, and each one's list in a Feature.
+_TF_NAME = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "string"}
+_LIST = {_dtypes.int64: "int64_list", _dtypes.float32: "float_list",
+         _dtypes.string: "bytes_list"}
+_LIST_TF_NAME = {"int64_list": "int64", "float_list": "float", "bytes_list": "string"}
+_VALUES_WORD = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "bytes"}
+
+
+# --- Feature specs --------------------------------------------------------------------------
+
+def _spec_dtype(dtype, spec_name):
+    """The NumPy dtype of a spec's ``dtype``; ValueError quoting it unless int64/float32/string."""
+    try:
+        resolved = _dtypes.as_dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved not in _TF_NAME:
+        raise ValueError(f"{spec_name}: unsupported dtype {dtype!r}; an Example holds only "
+                         f"int64, float32 and string (convert after parsing)")
+    return resolved
+
+
+def _spec_shape(shape, spec_name):
+    try:
+        dims = tuple(int(dim) for dim in shape)
+    except (TypeError, ValueError):
+        dims = None
+    if dims is None or any(dim < 0 for dim in dims):
+        raise ValueError(f"{spec_name}: shape must be a fully defined list of non-negative "
+                         f"ints, got {shape!r}")
+    return dims
+
+
+class FixedLenFeature(collections.namedtuple(
+        "FixedLenFeature", ["shape", "dtype", "default_value"])):
+    """A feature with a fixed number of values, parsed into a dense array of ``shape``.
+
+    Attributes:
+      shape: the shape of one record's value (``[]`` for a scalar).
+      dtype: ``qp.int64``, ``qp.float32`` or ``qp.string`` (or a NumPy dtype or name of one).
+      default_value: used when a record lacks the feature; ``None`` makes it required. It must
+        have ``prod(shape)`` elements (a scalar for ``shape=[]``).
+
+    Raises:
+      ValueError: ``dtype`` is not int64, float32 or string, or ``shape`` is not fully defined.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, shape, dtype, default_value=None):
+        _spec_shape(shape, "FixedLenFeature")
+        _spec_dtype(dtype, "FixedLenFeature")
+        return super().__new__(cls, shape, dtype, default_value)
+
+
+class VarLenFeature(collections.namedtuple("VarLenFeature", ["dtype"])):
+    """A feature with any number of values, parsed into a :class:`SparseValue`.
+
+    Raises:
+      ValueError: ``dtype`` is not int64, float32 or string.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, dtype):
+        _spec_dtype(dtype, "VarLenFeature")
+        return super().__new__(cls, dtype)
+
+
+class FixedLenSequenceFeature(collections.namedtuple(
+        "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"])):
+    """A feature holding any number of rows of ``shape``, parsed into ``[rows, *shape]``.
+
+    In a SequenceExample's feature lists each step is one row. In ``parse_example`` the values
+    of an Example's feature are split into rows, ``allow_missing`` must be ``True``, and the
+    batch is padded to its longest record with ``default_value`` (``0`` or ``b""`` if None).
+
+    Raises:
+      ValueError: ``dtype`` is not int64, float32 or string, or ``shape`` is not fully defined.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
+        _spec_shape(shape, "FixedLenSequenceFeature")
+        _spec_dtype(dtype, "FixedLenSequenceFeature")
+        return super().__new__(cls, shape, dtype, allow_missing, default_value)
+
+
+class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
+    """A sparse array, as TF's ``SparseTensorValue``: what a :class:`VarLenFeature` parses to.
+
+    Attributes:
+      indices: int64 ``[N, rank]``, the index of each value, in row-major order.
+      values: ``[N]``, the values.
+      dense_shape: int64 ``[rank]``: the batch size (if batched) and the longest row.
+    """
+
+    __slots__ = ()
+
+
+# --- Normalized specs -----------------------------------------------------------------------
+
+_FIXED, _VAR, _SEQ = "fixed", "var", "seq"
+
+
+class _Feature:
+    """One requested feature, normalized: what the parsers and the output sinks need."""
+
+    __slots__ = ("key", "kind", "dtype", "list_name", "shape", "size", "default", "pad")
+
+    def __init__(self, key, spec, allowed):
+        if not isinstance(spec, allowed):
+            raise TypeError(f"feature {key!r}: expected one of "
+                            f"{', '.join(c.__name__ for c in allowed)}, got {spec!r}")
+        self.key = key
+        self.dtype = _spec_dtype(spec.dtype, type(spec).__name__)
+        self.list_name = _LIST[self.dtype]
+        self.default = self.pad = None
+        if isinstance(spec, VarLenFeature):
+            self.kind, self.shape, self.size = _VAR, (), 1
+            return
+        self.shape = _spec_shape(spec.shape, type(spec).__name__)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        if isinstance(spec, FixedLenFeature):
+            self.kind = _FIXED
+            if spec.default_value is not None:
+                default = self._array(spec.default_value)
+                if default.size != self.size:
+                    raise ValueError(
+                        f"feature {key!r}: default_value {spec.default_value!r} has "
+                        f"{default.size} elements but shape {list(self.shape)} needs {self.size}")
+                self.default = default.reshape(self.size)
+        else:
+            self.kind = _SEQ
+            pad = b"" if self.dtype == _dtypes.string else 0
+            if spec.default_value is not None:
+                pad = self._array(spec.default_value)
+                if pad.size != 1:
+                    raise ValueError(f"feature {key!r}: a FixedLenSequenceFeature's "
+                                     f"default_value pads rows and must be a scalar, got "
+                                     f"{spec.default_value!r}")
+                pad = pad.item()
+            self.pad = pad
+
+    def _array(self, value):
+        """``value`` as a flat array of this feature's dtype (str encoded as UTF-8)."""
+        if self.dtype == _dtypes.string:
+            items = np.asarray(value, dtype=object).ravel().tolist()
+            out = np.empty(len(items), dtype=object)
+            out[:] = [item.encode("utf-8") if isinstance(item, str) else bytes(item)
+                      for item in items]
+            return out
+        return np.asarray(value, dtype=self.dtype).ravel()
+
+    @property
+    def tf_dtype(self):
+        return _TF_NAME[self.dtype]
+
+    @property
+    def shape_text(self):
+        """The shape as TF's ``TensorShape::DebugString`` writes it: ``[2,2]``, ``[]``."""
+        return "[" + ",".join(str(dim) for dim in self.shape) + "]"
+
+    def values(self, container):
+        """A protobuf repeated container as a 1-D array (object of bytes for strings)."""
+        if self.dtype == _dtypes.string:
+            out = np.empty(len(container), dtype=object)
+            out[:] = list(container)
+            return out
+        return np.array(container, dtype=self.dtype)
+
+
+def _features(features, allowed, what):
+    if not isinstance(features, Mapping):
+        raise TypeError(f"{what} must be a dict of feature key -> spec, got {features!r:.80}")
+    return [_Feature(key, spec, allowed) for key, spec in features.items()]
+
+
+# --- Output sinks: one per feature per batch --------------------------------------------------
+
+class _DenseOut:
+    """A FixedLenFeature's ``[batch, *shape]`` output, filled row by row or block by block."""
+
+    def __init__(self, feature, batch):
+        self.feature = feature
+        self.out = np.empty((batch, feature.size), dtype=feature.dtype)
+
+    def put(self, index, values):
+        self.out[index] = values
+
+    def put_block(self, rows, block):
+        self.out[rows] = block
+
+    def finish(self):
+        return self.out.reshape((len(self.out),) + self.feature.shape)
+
+
+class _RaggedOut:
+    """A VarLenFeature's or FixedLenSequenceFeature's output: a different count per record."""
+
+    def __init__(self, feature, batch):
+        self.feature = feature
+        self.counts = np.zeros(batch, dtype=np.int64)
+        self.singles = []  # (index, 1-D values)
+        self.blocks = []  # (rows, [len(rows), n] values)
+
+    def put(self, index, values):
+        self.counts[index] = len(values)
+        if len(values):
+            self.singles.append((index, values))
+
+    def put_block(self, rows, block):
+        self.counts[rows] = block.shape[1]
+        if block.shape[1]:
+            self.blocks.append((rows, block))
+
+    def finish(self):
+        return self._sparse() if self.feature.kind == _VAR else self._padded()
+
+    def _sparse(self):
+        batch, counts = len(self.counts), self.counts
+        starts = np.cumsum(counts) - counts
+        total = int(counts.sum())
+        values = np.empty(total, dtype=self.feature.dtype)
+        for index, row in self.singles:
+            values[starts[index]:starts[index] + len(row)] = row
+        for rows, block in self.blocks:
+            values[(starts[rows][:, None] + np.arange(block.shape[1])).ravel()] = block.ravel()
+        row_ids = np.repeat(np.arange(batch, dtype=np.int64), counts)
+        columns = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+        longest = int(counts.max()) if batch else 0
+        return SparseValue(np.stack([row_ids, columns], axis=1), values,
+                           np.array([batch, longest], dtype=np.int64))
+
+    def _padded(self):
+        feature, batch = self.feature, len(self.counts)
+        max_rows = int(self.counts.max()) // feature.size if batch and feature.size else 0
+        out = np.full((batch, max_rows * feature.size), feature.pad, dtype=feature.dtype)
+        for index, row in self.singles:
+            out[index, :len(row)] = row
+        for rows, block in self.blocks:
+            out[rows, :block.shape[1]] = block
+        return out.reshape((batch, max_rows) + feature.shape)
+
+
+def _sink(feature, batch):
+    return _DenseOut(feature, batch) if feature.kind == _FIXED else _RaggedOut(feature, batch)
+
+
+# --- The per-record (general) parser ---------------------------------------------------------
+
+def _name_text(name):
+    if name is None:
+        return "<unknown>"
+    if isinstance(name, (bytes, bytearray)):
+        return bytes(name).decode("utf-8", "backslashreplace")
+    return str(name)
+
+
+def _decode(message_class, data, where):
+    try:
+        return message_class.FromString(data)
+    except DecodeError as e:
+        shown = repr(bytes(data[:48])) + ("..." if len(data) > 48 else "")
+        raise InvalidArgumentError(f"{where}.  Could not parse example input, value: "
+                                   f"{shown} ({len(data)} bytes): {e}") from e
+
+
+def _parse_record(data, index, name, features, sinks):
+    """Parses record ``index`` of a batch into ``sinks``, raising TF's errors."""
+    name = _name_text(name)
+    fmap = _decode(Example, data, f"Name: {name}, Index: {index}").features.feature
+    for feature, sink in zip(features, sinks):
+        entry = fmap.get(feature.key)
+        kind = None if entry is None else entry.WhichOneof("kind")
+        where = f"Name: {name}, Key: {feature.key}, Index: {index}.  "
+        if kind is None:  # absent, or a Feature with no list set: TF skips both
+            if feature.kind != _FIXED:
+                sink.put(index, ())
+            elif feature.default is not None:
+                sink.put(index, feature.default)
+            else:
+                raise InvalidArgumentError(
+                    f"Name: {name}, Feature: {feature.key} (data type: {feature.tf_dtype}) is "
+                    f"required but could not be found. Record index: {index} (give the "
+                    f"FixedLenFeature a default_value if the feature may be absent)")
+            continue
+        if kind != feature.list_name:
+            raise InvalidArgumentError(where + _dtype_mismatch(feature, kind))
+        values = getattr(entry, kind).value
+        count = len(values)
+        if feature.kind == _FIXED and count != feature.size:
+            raise InvalidArgumentError(
+                f"{where}Number of {_VALUES_WORD[feature.dtype]} values != expected.  Values "
+                f"size: {count} but output shape: {feature.shape_text}")
+        if feature.kind == _SEQ and (count % feature.size if feature.size else count):
+            raise InvalidArgumentError(
+                f"{where}Number of {_VALUES_WORD[feature.dtype]} values is not a multiple of "
+                f"stride length. Saw {count} values but output shape is: {feature.shape_text}")
+        sink.put(index, feature.values(values))
+
+
+def _dtype_mismatch(feature, kind):
+    """TF's words for a Feature holding ``kind`` where ``feature`` expects another list."""
+    actual = _LIST_TF_NAME[kind]
+    if feature.kind == _FIXED:
+        return (f"Data types don't match. Data type: {actual} but expected type: "
+                f"{feature.tf_dtype}")
+    if feature.kind == _SEQ:
+        return f"Data types don't match. Expected type: {feature.tf_dtype}"
+    return f"Data types don't match. Expected type: {feature.tf_dtype}, Actual type: {actual}"
+
+
+# --- The fast path: records that share one layout, decoded together ------------------------
+
+# Groups smaller than this are parsed record by record: walking a template costs more.
+_MIN_GROUP = 4
+# How many templates to try within one group of equal-length records.
+_MAX_TEMPLATES = 3
+
+
+def _parse_fast(records, features, sinks):
+    """Parses every record it can by layout groups; returns the indices left for the parser.
+
+    A group's values are written only after its template proved valid for every feature
+    (present with the right list and count, or absent with a default); anything else leaves
+    the records to :func:`_parse_record`, which raises TF's error for the first bad one.
+    """
+    by_length = collections.defaultdict(list)
+    for index, data in enumerate(records):
+        by_length[len(data)].append(index)
+    left = []
+    for length, indices in by_length.items():
+        rows = np.asarray(indices)
+        block = None
+        for _ in range(_MAX_TEMPLATES):
+            if len(rows) < _MIN_GROUP:
+                break
+            if block is None:
+                block = np.frombuffer(b"".join([records[i] for i in rows]),
+                                      dtype=np.uint8).reshape(len(rows), length)
+            matched = _parse_group(block, features, sinks, rows)
+            if matched is None:  # the template cannot serve: try the next record
+                matched = np.zeros(len(rows), dtype=bool)
+                left.append(int(rows[0]))
+                matched[0] = True
+            block, rows = block[~matched], rows[~matched]
+        left.extend(rows.tolist())
+    return sorted(left)
+
+
+def _parse_group(block, features, sinks, rows):
+    """Decodes the records of ``block`` laid out as its first row; returns which matched.
+
+    Returns None (nothing written) when the first row's layout is not one the fast path
+    handles, or when it would not parse cleanly with ``features``.
+    """
+    layout = _layout.example_layout(block[0].tobytes(), [f.key for f in features])
+    if layout is None:
+        return None
+    for feature in features:
+        if not _template_fits(feature, layout.features.get(feature.key)):
+            return None
+    matched = layout.matches(block)
+    if not matched.any():
+        return matched
+    group, group_rows = block[matched], rows[matched]
+    for feature, sink in zip(features, sinks):
+        values = layout.features.get(feature.key)
+        if values is None or values.list_name is None:  # absent: the default, or no values
+            if feature.kind == _FIXED:
+                sink.put_block(group_rows, np.broadcast_to(feature.default,
+                                                           (len(group), feature.size)))
+            else:
+                sink.put_block(group_rows, np.empty((len(group), 0), dtype=feature.dtype))
+        else:
+            sink.put_block(group_rows, values.decode(group))
+    return matched
+
+
+def _template_fits(feature, values):
+    """True when a record laid out with ``values`` for ``feature`` parses without an error."""
+    if values is None or values.list_name is None:
+        return feature.kind != _FIXED or feature.default is not None
+    if values.list_name != feature.list_name:
+        return False
+    if feature.kind == _FIXED:
+        return values.count == feature.size
+    if feature.kind == _SEQ:
+        return (values.count % feature.size == 0) if feature.size else values.count == 0
+    return True
+
+
+# --- Public parsing functions ----------------------------------------------------------------
+
+def _batch_records(serialized):
+    """The records of a batch as a list of bytes, or TypeError saying what is wrong."""
+    if isinstance(serialized, (bytes, bytearray, memoryview, str)):
+        raise TypeError("parse_example takes a batch (a list or 1-D array of serialized "
+                        "Examples); use parse_single_example for one record")
+    if isinstance(serialized, np.ndarray):
+        if serialized.dtype.kind == "S":
+            raise TypeError("a NumPy bytes ('S') array drops the trailing zero bytes of each "
+                            "record; pass a list or an object array of bytes")
+        if serialized.ndim != 1:
+            raise ValueError(f"serialized must be 1-D, got shape {serialized.shape}")
+        serialized = serialized.tolist()
+    records = list(serialized)
+    for index, data in enumerate(records):
+        if not isinstance(data, bytes):
+            if not isinstance(data, (bytearray, memoryview)):
+                raise TypeError(f"serialized[{index}] must be bytes, got "
+                                f"{type(data).__name__}: {data!r:.60}")
+            records[index] = bytes(data)
+    return records
+
+
+def _batch_names(example_names, batch):
+    if example_names is None:
+        return None
+    names = list(np.asarray(example_names, dtype=object).ravel())
+    if len(names) != batch:
+        raise ValueError(f"example_names has {len(names)} names for {batch} records")
+    return names
+
+
+def _parse_batch(records, features, names, fast=True):
+    """Parses a list of serialized Examples with normalized ``features``."""
+    sinks = [_sink(feature, len(records)) for feature in features]
+    left = _parse_fast(records, features, sinks) if fast else range(len(records))
+    for index in left:
+        _parse_record(records[index], index, None if names is None else names[index],
+                      features, sinks)
+    return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
+
+
+def _example_features(features):
+    parsed = _features(features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature),
+                       "features")
+    for feature, spec in zip(parsed, features.values()):
+        if feature.kind == _SEQ and not spec.allow_missing:
+            raise ValueError(f"feature {feature.key!r}: Unsupported: FixedLenSequenceFeature "
+                             f"requires allow_missing to be True.")
+    return parsed
+
+
+def parse_example(serialized: Sequence[bytes], features: Mapping[str, Any],
+                  name: Optional[str] = None,
+                  example_names: Optional[Sequence[Any]] = None) -> Dict[str, Any]:
+    """Parses a batch of serialized ``Example`` protos, as ``tf.io.parse_example``.
+
+    Args:
+      serialized: the records: a list, tuple or 1-D object array of ``bytes``.
+      features: feature key -> :class:`FixedLenFeature`, :class:`VarLenFeature` or
+        :class:`FixedLenSequenceFeature` (``allow_missing=True``).
+      name: accepted for TF compatibility; unused.
+      example_names: one name per record (for instance the keys a reader returned), quoted
+        in errors as ``Name:``; ``<unknown>`` when not given.
+
+    Returns:
+      feature key -> ``[batch, *shape]`` array for a FixedLenFeature,
+      ``[batch, longest, *shape]`` (padded with its default) for a FixedLenSequenceFeature,
+      and a :class:`SparseValue` with ``[N, 2]`` indices for a VarLenFeature.
+
+    Raises:
+      InvalidArgumentError: a record does not parse, lacks a required feature, or holds a
+        feature with the wrong data type or number of values. The message is TF's and names
+        the record (its index and name) and the feature key.
+      TypeError, ValueError: ``serialized`` or ``features`` is malformed.
+    """
+    del name
+    records = _batch_records(serialized)
+    return _parse_batch(records, _example_features(features),
+                        _batch_names(example_names, len(records)))
+
+
+def parse_single_example(serialized: bytes, features: Mapping[str, Any],
+                         name: Optional[str] = None,
+                         example_names: Optional[Any] = None) -> Dict[str, Any]:
+    """Parses one serialized ``Example``, as ``tf.io.parse_single_example``.
+
+    Args:
+      serialized: the record (``bytes``).
+      features: as for :func:`parse_example`.
+      name: accepted for TF compatibility; unused.
+      example_names: the record's name, quoted in errors (``<unknown>`` when not given).
+
+    Returns:
+      feature key -> an array of the feature's ``shape`` (a NumPy scalar, or ``bytes`` for a
+      scalar string), ``[rows, *shape]`` for a FixedLenSequenceFeature, or a
+      :class:`SparseValue` with ``[N, 1]`` indices for a VarLenFeature.
+
+    Raises:
+      InvalidArgumentError: as :func:`parse_example`, for index 0.
+    """
+    del name
+    if not isinstance(serialized, (bytes, bytearray, memoryview)):
+        raise TypeError(f"serialized must be bytes, got {type(serialized).__name__}: "
+                        f"{serialized!r:.60}")
+    names = None if example_names is None else [example_names]
+    batch = _parse_batch([bytes(serialized)], _example_features(features), names, fast=False)
+    return {key: _unbatch(value) for key, value in batch.items()}
+
+
+def _unbatch(value):
+    if isinstance(value, SparseValue):
+        return SparseValue(value.indices[:, 1:], value.values, value.dense_shape[1:])
+    return value[0]
+
+
+def _sparse_1d(values):
+    return SparseValue(np.arange(len(values), dtype=np.int64)[:, None], values,
+                       np.array([len(values)], dtype=np.int64))
+
+
+def _context(message, features, name):
+    """The context outputs of a SequenceExample, with TF's errors."""
+    fmap, out = message.context.feature, {}
+    for feature in features:
+        entry = fmap.get(feature.key)
+        if entry is None:
+            if feature.kind == _VAR:
+                out[feature.key] = _sparse_1d(feature.values([]))
+                continue
+            if feature.default is None:
+                raise InvalidArgumentError(
+                    f"Name: {name}, Feature: {feature.key} (data type: {feature.tf_dtype}) is "
+                    f"required but could not be found.")
+            out[feature.key] = feature.default.reshape(feature.shape)
+            continue
+        kind = entry.WhichOneof("kind")
+        if kind is not None and kind != feature.list_name:
+            raise InvalidArgumentError(
+                f"Name: {name}, Context feature: {feature.key}.  Data types don't match. "
+                f"Expected type: {feature.tf_dtype}")
+        values = feature.values(getattr(entry, kind).value if kind else [])
+        if feature.kind == _VAR:
+            out[feature.key] = _sparse_1d(values)
+        elif len(values) != feature.size:
+            raise InvalidArgumentError(
+                f"Name: {name}, Inconsistent max number of elements for feature "
+                f"{feature.key}: expected {feature.size}, but found {len(values)}")
+        else:
+            out[feature.key] = values.reshape(feature.shape)
+    return out
+
+
+def _sequence(message, features, specs, name):
+    """The feature-list outputs of a SequenceExample, with TF's errors."""
+    lists, out = message.feature_lists.feature_list, {}
+    for feature, spec in zip(features, specs):
+        entry = lists.get(feature.key)
+        steps = None if entry is None else entry.feature
+        if steps is None and feature.kind == _SEQ and not (
+                spec.allow_missing or spec.default_value is not None):
+            raise InvalidArgumentError(
+                f"Name: {name}, Feature list '{feature.key}' is required but could not be "
+                f"found.  Did you mean to include it in feature_list_dense_missing_assumed_"
+                f"empty or feature_list_dense_defaults? (set allow_missing=True)")
+        rows = []
+        for step, entry in enumerate(steps or ()):
+            kind = entry.WhichOneof("kind")
+            if kind is not None and kind != feature.list_name:
+                raise InvalidArgumentError(
+                    f"Name: {name}, Feature list: {feature.key}, Index: {step}.  Data types "
+                    f"don't match. Expected type: {feature.tf_dtype}")
+            values = feature.values(getattr(entry, kind).value if kind else [])
+            if feature.kind == _SEQ and len(values) != feature.size:
+                raise InvalidArgumentError(
+                    f"Name: {name}, Key: {feature.key}, Index: {step}.  Number of values != "
+                    f"expected.  values size: {len(values)} but output shape: "
+                    f"{feature.shape_text}")
+            rows.append(values)
+        if feature.kind == _SEQ:
+            flat = np.concatenate(rows) if rows else feature.values([])
+            out[feature.key] = flat.reshape((len(rows),) + feature.shape)
+            continue
+        sink = _RaggedOut(feature, len(rows))
+        for step, values in enumerate(rows):
+            sink.put(step, values)
+        out[feature.key] = sink.finish()
+    return out
+
+
+def parse_single_sequence_example(
+        serialized: bytes, context_features: Optional[Mapping[str, Any]] = None,
+        sequence_features: Optional[Mapping[str, Any]] = None,
+        example_name: Optional[Any] = None,
+        name: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """Parses one serialized ``SequenceExample``, as ``tf.io.parse_single_sequence_example``.
+
+    Args:
+      serialized: the record (``bytes``).
+      context_features: key -> :class:`FixedLenFeature` or :class:`VarLenFeature`, for the
+        features of the whole sequence.
+      sequence_features: key -> :class:`FixedLenSequenceFeature` (one row per step) or
+        :class:`VarLenFeature`, for the feature lists.
+      example_name: the record's name, quoted in errors (``<unknown>`` when not given).
+      name: accepted for TF compatibility; unused.
+
+    Returns:
+      ``(context, sequence)``: dicts of arrays (``[steps, *shape]`` for a sequence feature;
+      ``[0, *shape]`` when an ``allow_missing`` list is absent) or :class:`SparseValue`
+      (indices ``[N, 1]`` for context, ``[N, 2]`` (step, position) for feature lists).
+
+    Raises:
+      InvalidArgumentError: the record does not parse, a required feature or feature list is
+        missing, or a step holds the wrong data type or number of values; TF's words.
+    """
+    del name
+    context_specs = dict(context_features or {})
+    sequence_specs = dict(sequence_features or {})
+    context = _features(context_specs, (FixedLenFeature, VarLenFeature), "context_features")
+    sequence = _features(sequence_specs, (FixedLenSequenceFeature, VarLenFeature),
+                         "sequence_features")
+    label = _name_text(example_name)
+    message = _decode(SequenceExample, bytes(serialized), f"Name: {label}")
+    return (_context(message, context, label),
+            _sequence(message, sequence, list(sequence_specs.values()), label))
+
+
+# --- decode_raw -----------------------------------------------------------------------------
+
+def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
+               fixed_length: Optional[int] = None) -> np.ndarray:
+    """Reinterprets the bytes of each string as a vector of numbers, as ``tf.io.decode_raw``.
+
+    Args:
+      input_bytes: ``bytes``, or an array/list of bytes of any shape (a parsed string
+        feature). All of its elements must have the same length.
+      out_type: a numeric dtype (``qp.uint8``, ``qp.float32``, ...).
+      little_endian: whether multi-byte values are stored little-endian (as TF writes them).
+      fixed_length: if given, each string is cut or zero-padded to this many bytes first; it
+        must be a multiple of the size of ``out_type``.
+
+    Returns:
+      An array of ``out_type`` with the input's shape plus one axis of ``len // itemsize``
+      values.
+
+    Raises:
+      InvalidArgumentError: a string's length is not a multiple of the type's size, or the
+        strings differ in length (the message names the element and both lengths).
+      TypeError: ``out_type`` is not numeric, or an element is not bytes.
+    """
+    dtype = _dtypes.as_dtype(out_type)
+    if dtype == _dtypes.string or dtype.kind not in "biufc":
+        raise TypeError(f"decode_raw: out_type must be numeric, got {out_type!r}")
+    scalar = isinstance(input_bytes, (bytes, bytearray, memoryview))
+    if scalar:
+        items, shape = [bytes(input_bytes)], ()
+    else:
+        array = np.asarray(input_bytes, dtype=object)
+        items, shape = array.ravel().tolist(), array.shape
+    for index, item in enumerate(items):
+        if not isinstance(item, (bytes, bytearray)):
+            raise TypeError(f"decode_raw: element {index} is {type(item).__name__}, not bytes")
+    if fixed_length is not None:
+        if fixed_length % dtype.itemsize:
+            raise InvalidArgumentError(
+                f"fixed_length ({fixed_length}) must be a multiple of the size of out_type "
+                f"({dtype.itemsize} bytes for {dtype})")
+        items = [bytes(item[:fixed_length]).ljust(fixed_length, b"\0") for item in items]
+    length = len(items[0]) if items else 0
+    for index, item in enumerate(items):
+        if len(item) != length:
+            raise InvalidArgumentError(
+                f"DecodeRaw requires input strings to all be the same size, but element "
+                f"{index} has size {len(item)} != {length} (the size of element 0)")
+    if length % dtype.itemsize:
+        raise InvalidArgumentError(
+            f"Input to DecodeRaw has length {length} that is not a multiple of "
+            f"{dtype.itemsize}, the size of {dtype}")
+    wire = dtype.newbyteorder("<" if little_endian else ">")
+    values = np.frombuffer(b"".join(items), dtype=wire).astype(dtype, copy=True)
+    return values.reshape(shape + (length // dtype.itemsize,))
+
+
+# --- decode_csv -----------------------------------------------------------------------------
+
+_CSV_DTYPES = {_dtypes.int32: "int32", _dtypes.int64: "int64", _dtypes.float32: "float",
+               np.dtype(np.float64): "double", _dtypes.string: "string"}
+_INT_TEXT = re.compile(rb"\s*[+-]?[0-9]+\s*")
+_FLOAT_TEXT = re.compile(rb"\s*[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+"
+                         rb"(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\s*", re.IGNORECASE)
+
+
+def _is_dtype(value):
+    return isinstance(value, np.dtype) or (isinstance(value, type)
+                                           and issubclass(value, np.generic))
+
+
+class _Column:
+    """One decode_csv column: its dtype and its default (None: required)."""
+
+    def __init__(self, index, default):
+        self.index = index
+        if _is_dtype(default):
+            self.dtype, values = _dtypes.as_dtype(default), np.zeros(0)
+        else:
+            items = list(default) if isinstance(default, (list, tuple)) else [default]
+            values = default if isinstance(default, np.ndarray) else np.asarray(items)
+            typed = isinstance(default, np.ndarray) or any(
+                isinstance(item, np.generic) for item in items)
+            kind = values.dtype.kind
+            if kind in "SUO":
+                self.dtype = _dtypes.string
+            elif typed:
+                self.dtype = values.dtype
+            else:  # Python numbers, or []: TF's int32 and float32
+                self.dtype = {"i": _dtypes.int32, "u": _dtypes.int32,
+                              "f": _dtypes.float32}.get(kind, values.dtype)
+        if self.dtype not in _CSV_DTYPES:
+            raise ValueError(f"record_defaults[{index}]: unsupported type {self.dtype} in "
+                             f"{default!r}; use int32, int64, float32, float64 or string")
+        if values.size > 1:
+            raise ValueError(f"record_defaults[{index}] must hold one value or none, got "
+                             f"{default!r}")
+        self.default = self.convert(values.ravel()[0], None) if values.size else None
+
+    def convert(self, value, where):
+        """``value`` (a field's bytes, or a default) as this column's type."""
+        if self.dtype == _dtypes.string:
+            return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        if not isinstance(value, bytes):
+            return self.dtype.type(value)
+        pattern = _INT_TEXT if self.dtype.kind == "i" else _FLOAT_TEXT
+        if pattern.fullmatch(value):
+            number = int(value) if self.dtype.kind == "i" else float(value)
+            info = np.iinfo(self.dtype) if self.dtype.kind == "i" else None
+            if info is None or info.min <= number <= info.max:
+                return self.dtype.type(number)
+        raise InvalidArgumentError(f"{where} is not a valid {_CSV_DTYPES[self.dtype]}: "
+                                   f"{value.decode('utf-8', 'backslashreplace')}")
+
+
+def _csv_fields(record, delim, use_quote_delim, index):
+    """Splits one record into its fields, TF's way (quotes double to escape)."""
+    fields, pos, size = [], 0, len(record)
+    while True:
+        if use_quote_delim and record[pos:pos + 1] == b'"':
+            field, pos = bytearray(), pos + 1
+            while True:
+                end = record.find(b'"', pos)
+                if end < 0:
+                    raise InvalidArgumentError(
+                        f"Quoted field has to end with quote followed by delim or end, in "
+                        f"record {index}: {record!r}")
+                field += record[pos:end]
+                if record[end + 1:end + 2] == b'"':
+                    field += b'"'
+                    pos = end + 2
+                    continue
+                pos = end + 1
+                break
+            if pos < size and record[pos:pos + 1] != delim:
+                raise InvalidArgumentError(
+                    f"Quoted field has to end with quote followed by delim or end, in record "
+                    f"{index}: {record!r}")
+            fields.append(bytes(field))
+        else:
+            end = record.find(delim, pos)
+            end = size if end < 0 else end
+            field = record[pos:end]
+            if use_quote_delim and b'"' in field:
+                raise InvalidArgumentError(
+                    f"Unquoted fields cannot have quotes inside, in record {index}: {record!r}")
+            fields.append(field)
+            pos = end
+        if pos >= size:
+            return fields
+        pos += 1  # past the delimiter
+        if pos == size:
+            fields.append(b"")
+            return fields
+
+
+def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",",
+               use_quote_delim: bool = True, name: Optional[str] = None, na_value: str = "",
+               select_cols: Optional[Sequence[int]] = None) -> List[Any]:
+    """Converts CSV records to columns, as ``tf.io.decode_csv``.
+
+    Args:
+      records: one record (``str``/``bytes``) or an array/list of them.
+      record_defaults: one entry per column: ``[value]`` gives the column's type and the value
+        used for an empty field (an ``int`` makes an int32 column, a ``float`` float32, a
+        ``str``/``bytes`` string; a NumPy scalar or 1-element array keeps its own type), and
+        ``[]`` or an empty typed array (or a dtype) makes the column required.
+      field_delim: the one-character delimiter.
+      use_quote_delim: whether ``"`` quotes fields (a quoted field may hold the delimiter;
+        ``""`` inside it is a quote).
+      name: accepted for TF compatibility; unused.
+      na_value: a field equal to this counts as empty.
+      select_cols: increasing column indices to keep; then ``record_defaults`` has one entry
+        per selected column.
+
+    Returns:
+      A list with one entry per (selected) column: a scalar for a scalar record, else an array
+      of the records' shape (object of bytes for strings).
+
+    Raises:
+      InvalidArgumentError: a record has the wrong number of fields, a required field is
+        empty, or a field does not parse as its column's type; the message names the column
+        and the record.
+      ValueError: ``record_defaults``, ``field_delim`` or ``select_cols`` is invalid.
+    """
+    del name
+    delim = field_delim.encode("utf-8") if isinstance(field_delim, str) else field_delim
+    if len(delim) != 1:
+        raise ValueError(f"field_delim must be one character, got {field_delim!r}")
+    na = na_value.encode("utf-8") if isinstance(na_value, str) else bytes(na_value)
+    columns = [_Column(i, default) for i, default in enumerate(record_defaults)]
+    if select_cols is not None:
+        select = [int(col) for col in select_cols]
+        if any(col < 0 for col in select):
+            raise ValueError(f"select_cols contains negative values: {select}")
+        if any(b <= a for a, b in zip(select, select[1:])):
+            raise ValueError(f"select_cols is not strictly increasing: {select}")
+        if len(select) != len(columns):
+            raise ValueError(f"Length of select_cols ({len(select)}) and record_defaults "
+                             f"({len(columns)}) do not match")
+    scalar = isinstance(records, (str, bytes))
+    array = np.asarray([records] if scalar else records, dtype=object)
+    outputs = [np.empty(array.size, dtype=column.dtype) for column in columns]
+    for index, record in enumerate(array.ravel().tolist()):
+        if isinstance(record, str):
+            record = record.encode("utf-8")
+        fields = _csv_fields(bytes(record), delim, use_quote_delim, index)
+        if select_cols is None:
+            if len(fields) != len(columns):
+                raise InvalidArgumentError(f"Expect {len(columns)} fields but have "
+                                           f"{len(fields)} in record {index}")
+            chosen = fields
+        else:
+            if len(fields) <= select[-1]:
+                raise InvalidArgumentError(f"Expect at least {select[-1] + 1} fields (for "
+                                           f"select_cols) but have {len(fields)} in record "
+                                           f"{index}")
+            chosen = [fields[col] for col in select]
+        for column, field, out in zip(columns, chosen, outputs):
+            number = column.index if select_cols is None else select[column.index]
+            if field == na or not field:
+                if column.default is None:
+                    raise InvalidArgumentError(f"Field {number} is required but missing in "
+                                               f"record {index}!")
+                out[index] = column.default
+            else:
+                out[index] = column.convert(field, f"Field {number} in record {index}")
+    if scalar:
+        return [out[0] for out in outputs]
+    return [out.reshape(array.shape) for out in outputs]
