@@ -1,0 +1,398 @@
+"""Readers: take file names from a queue and turn each file into ``(key, value)`` records.
+
+As TF1's ``tf.compat.v1.*Reader``: a reader holds one file at a time. When it has none it
+dequeues the next name from the queue it is given (blocking as that queue's ``dequeue`` does;
+the queue's ``OutOfRangeError`` when it is closed and empty ends the pipeline), reads records
+until the file is exhausted, and moves on. Keys are bytes exactly as TensorFlow makes them:
+
+- :class:`TFRecordReader`: ``b"<file>:<byte offset of the record>"``
+- :class:`TextLineReader`: ``b"<file>:<line number, 1-based, header lines counted>"``
+- :class:`FixedLengthRecordReader`: ``b"<file>:<record index>"``
+- :class:`WholeFileReader`: ``b"<file>"``
+
+A reader is thread-safe: one lock serialises its calls, so several runner threads can share one
+reader (each record goes to exactly one of them), as in TensorFlow.
+
+Usage::
+
+    filenames = qp.train.string_input_producer(["a.tfrecord", "b.tfrecord"], num_epochs=1)
+    reader = qp.TFRecordReader()
+    key, value = reader.read(filenames)              # one record
+    keys, values = reader.read_up_to(filenames, 256)  # up to 256, from one file
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, List, Optional, Tuple
+
+import numpy as np
+
+from queuepipe.errors import DataLossError
+from queuepipe.records import ReadBuffer, RecordScanner, TFRecordOptions, open_file
+
+__all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",
+           "WholeFileReader"]
+
+Records = Tuple[List[bytes], List[bytes], bool]  # keys, values, whether the file is finished
+
+
+def _filename(item: Any):
+    """The file name in what a queue's ``dequeue`` returned (bytes, str, a 1-tuple, a 0-d array)."""
+    if isinstance(item, (tuple, list)) and len(item) == 1:
+        item = item[0]
+    if isinstance(item, np.ndarray) and item.ndim == 0:
+        item = item.item()
+    if isinstance(item, (bytes, str, os.PathLike)):
+        return item
+    raise TypeError(f"a reader's queue must give file names (bytes or str), got {item!r}")
+
+
+class ReaderBase:
+    """The common machinery of the readers: the work loop, the counters and the lock.
+
+    Subclasses implement three hooks, each called with the lock held: :meth:`_start` opens a
+    file, :meth:`_read_records` returns up to ``n`` records of it and whether it is finished,
+    and :meth:`_stop` closes it.
+
+    Args:
+      name: a name for messages and for ``name``; defaults to the class name.
+    """
+
+    def __init__(self, name: Optional[str] = None):
+        self._name = name or type(self).__name__
+        self._lock = threading.Lock()
+        self._work = None  # the file being read, as the queue gave it; None between files
+        self._key_prefix = b""
+        self._records_produced = 0
+        self._work_units_completed = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    # -- the hooks, called with self._lock held ---------------------------------------------
+
+    def _start(self, filename) -> None:
+        """Opens ``filename`` for reading. Called with the lock held."""
+        raise NotImplementedError
+
+    def _read_records(self, n: int) -> Records:
+        """Returns up to ``n`` records of the current file and whether it is finished.
+
+        Returns fewer than ``n`` records only when the file is finished, or when damage waits
+        to be raised by the next call. Called with the lock held.
+        """
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        """Closes the current file. Called with the lock held."""
+        raise NotImplementedError
+
+    def _reset(self) -> None:
+        """Zeroes a subclass's own counters. Called with the lock held, after :meth:`_stop`."""
+
+    # -- public -----------------------------------------------------------------------------
+
+    def _read(self, queue, n: int) -> Tuple[List[bytes], List[bytes]]:
+        """TF's ``ReaderBase::ReadUpTo``: records of one file, dequeuing files until some come."""
+        with self._lock:
+            while True:
+                if self._work is None:
+                    filename = _filename(queue.dequeue())
+                    self._start(filename)
+                    self._work = filename
+                    self._key_prefix = os.fsencode(filename)
+                # An error leaves the file current, so the next call raises it again, as in
+                # TensorFlow: a reader never moves silently past damage (reset() drops it).
+                keys, values, finished = self._read_records(n)
+                self._records_produced += len(keys)
+                if finished:
+                    self._finish_work()
+                    self._work_units_completed += 1
+                if keys:
+                    return keys, values
+
+    def _finish_work(self) -> None:
+        self._stop()
+        self._work = None
+
+    def read(self, queue) -> Tuple[bytes, bytes]:
+        """Returns the next record as ``(key, value)``.
+
+        Blocks while the reader needs a new file and ``queue`` has none (as ``queue.dequeue()``
+        blocks); files without records are passed over.
+
+        Args:
+          queue: any object whose ``dequeue()`` returns a file name (bytes or str), such as the
+            queue from ``string_input_producer``.
+
+        Raises:
+          OutOfRangeError: from ``queue.dequeue()``: no file is left (the normal end).
+          NotFoundError: the dequeued file does not exist; the next call takes the next file.
+          DataLossError: the file is damaged (see each reader). The file stays current and
+            every later call raises again, until :meth:`reset`.
+        """
+        keys, values = self._read(queue, 1)
+        return keys[0], values[0]
+
+    def read_up_to(self, queue, num_records: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Returns up to ``num_records`` records, all from one file, as two object arrays.
+
+        Fewer come back at the end of a file, as in TensorFlow; it never returns none (it
+        moves on to the next file instead), and blocks as :meth:`read` does.
+
+        Returns:
+          ``(keys, values)``: 1-D NumPy object arrays of bytes of equal length.
+
+        Raises:
+          ValueError: ``num_records`` is not a positive integer.
+          The errors of :meth:`read`.
+        """
+        if isinstance(num_records, bool) or int(num_records) != num_records or num_records < 1:
+            raise ValueError(f"num_records must be a positive integer, got {num_records!r}")
+        keys, values = self._read(queue, int(num_records))
+        return _object_array(keys), _object_array(values)
+
+    # The counters are read without the lock (reading an int is atomic), so a monitor never
+    # waits behind a reader thread that is blocked on its queue.
+
+    def num_records_produced(self) -> int:
+        """The records this reader returned since it was made or reset. Never blocks."""
+        return self._records_produced
+
+    def num_work_units_completed(self) -> int:
+        """The files this reader finished since it was made or reset. Never blocks."""
+        return self._work_units_completed
+
+    def reset(self) -> None:
+        """Drops the current file and zeroes the counters; the next read dequeues a file."""
+        with self._lock:
+            if self._work is not None:
+                self._finish_work()
+            self._records_produced = 0
+            self._work_units_completed = 0
+            self._reset()
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self._name!r}>"
+
+
+def _object_array(items: List[bytes]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+class TFRecordReader(ReaderBase):
+    """Reads the records of TFRecord files, as TF's ``tf.compat.v1.TFRecordReader``.
+
+    Keys are ``b"<file>:<byte offset of the record>"`` (offsets in the uncompressed stream).
+    Both checksums of every record are checked; :meth:`read_up_to` cuts many records out of
+    the read-ahead buffer at once.
+
+    Args:
+      name: a name for messages.
+      options: compression: a ``TFRecordOptions``, ``"GZIP"``, ``"ZLIB"``, ``""`` or None.
+      corrupt_records: ``"raise"`` (default, as TF): damage raises ``DataLossError`` naming
+        the file and byte offset, and every later read raises it again (the reader never moves
+        silently past damage; ``reset()`` drops the file). ``"skip"``: damaged records are
+        logged, counted in :meth:`num_records_skipped` and passed over; every intact record
+        is delivered.
+    """
+
+    def __init__(self, name: Optional[str] = None, options=None,
+                 corrupt_records: str = "raise"):
+        super().__init__(name)
+        self._compression = TFRecordOptions.get_compression_type_string(options)
+        if corrupt_records not in ("raise", "skip"):
+            raise ValueError(
+                f"corrupt_records must be 'raise' or 'skip', got {corrupt_records!r}")
+        self._corrupt_records = corrupt_records
+        self._scanner: Optional[RecordScanner] = None
+        self._skipped_before = 0  # skips in files already closed
+        self._skipped = 0  # skips in all files, kept current for num_records_skipped()
+
+    def _start(self, filename) -> None:
+        self._scanner = RecordScanner(filename, self._compression, self._corrupt_records)
+
+    def _read_records(self, n: int) -> Records:
+        try:
+            batch = self._scanner.next_batch(n)
+        finally:
+            self._skipped = self._skipped_before + self._scanner.skipped
+        prefix = self._key_prefix + b":"
+        keys = [prefix + b"%d" % offset for offset, _ in batch]
+        return keys, [data for _, data in batch], self._scanner.finished
+
+    def _stop(self) -> None:
+        self._skipped_before += self._scanner.skipped
+        self._scanner.close()
+        self._scanner = None
+
+    def num_records_skipped(self) -> int:
+        """Damaged stretches passed over with ``corrupt_records="skip"`` since made or reset.
+
+        Each is one record whose data checksum failed, or one run of bytes up to the next
+        valid header, or a truncated end. Never blocks.
+        """
+        return self._skipped
+
+    def _reset(self) -> None:
+        self._skipped_before = self._skipped = 0
+
+
+class TextLineReader(ReaderBase):
+    """Reads the lines of text files, as TF's ``tf.compat.v1.TextLineReader``.
+
+    Values are the lines without their ``"\\n"`` (or ``"\\r\\n"``); a last line without a
+    newline counts, an empty end does not. Keys are ``b"<file>:<line number>"``, 1-based and
+    counting the skipped header lines.
+
+    Args:
+      skip_header_lines: lines to skip at the start of each file (None or 0: none).
+      name: a name for messages.
+    """
+
+    def __init__(self, skip_header_lines: Optional[int] = None, name: Optional[str] = None):
+        super().__init__(name)
+        if skip_header_lines is not None and (
+                int(skip_header_lines) != skip_header_lines or skip_header_lines < 0):
+            raise ValueError(
+                f"skip_header_lines must be a non-negative integer, got {skip_header_lines!r}")
+        self._skip_header_lines = int(skip_header_lines or 0)
+        self._in: Optional[ReadBuffer] = None
+        self._line = 0
+
+    def _start(self, filename) -> None:
+        self._in = ReadBuffer(filename)
+        self._line = 0
+        for _ in range(self._skip_header_lines):
+            if self._next_line() is None:
+                break
+
+    def _next_line(self) -> Optional[bytes]:
+        b = self._in
+        searched = 0  # bytes after b.pos already known to hold no newline
+        while True:
+            newline = b.buf.find(b"\n", b.pos + searched)
+            if newline >= 0:
+                line = b.buf[b.pos:newline]
+                b.pos = newline + 1
+                break
+            searched = b.available
+            if not b.fill(b.available + 1):
+                if not b.available:
+                    return None
+                line = b.buf[b.pos:]
+                b.pos = len(b.buf)
+                break
+        self._line += 1
+        return line[:-1] if line.endswith(b"\r") else line
+
+    def _read_records(self, n: int) -> Records:
+        prefix = self._key_prefix + b":"
+        keys, values = [], []
+        while len(keys) < n:
+            line = self._next_line()
+            if line is None:
+                return keys, values, True
+            keys.append(prefix + b"%d" % self._line)
+            values.append(line)
+        return keys, values, False
+
+    def _stop(self) -> None:
+        self._in.close()
+        self._in = None
+
+
+class FixedLengthRecordReader(ReaderBase):
+    """Reads fixed-size records, as TF's ``tf.compat.v1.FixedLengthRecordReader``.
+
+    Each file is ``header_bytes``, then records of ``record_bytes`` starting every
+    ``hop_bytes``, then ``footer_bytes``: record ``i`` starts at ``header_bytes + i * hop_bytes``
+    and exists when it and the footer fit in the file. Keys are ``b"<file>:<record index>"``.
+
+    Args:
+      record_bytes: the size of a record (> 0).
+      header_bytes: bytes to skip at the start of each file (None: 0).
+      footer_bytes: bytes to ignore at the end of each file (None: 0).
+      hop_bytes: the distance between record starts (None or 0: ``record_bytes``, so records
+        are contiguous; smaller values give overlapping records).
+      name: a name for messages.
+      encoding: None, ``"ZLIB"`` or ``"GZIP"``: the whole file is compressed, and header,
+        records and footer are counted in its uncompressed bytes.
+    """
+
+    def __init__(self, record_bytes: int, header_bytes: Optional[int] = None,
+                 footer_bytes: Optional[int] = None, hop_bytes: Optional[int] = None,
+                 name: Optional[str] = None, encoding: Optional[str] = None):
+        super().__init__(name)
+        for arg, value, least in (("record_bytes", record_bytes, 1),
+                                  ("header_bytes", header_bytes or 0, 0),
+                                  ("footer_bytes", footer_bytes or 0, 0),
+                                  ("hop_bytes", hop_bytes or 0, 0)):
+            if isinstance(value, bool) or int(value) != value or value < least:
+                raise ValueError(f"{arg} must be an integer >= {least}, got {value!r}")
+        if encoding not in (None, "", "ZLIB", "GZIP"):
+            raise ValueError(f"encoding must be None, 'ZLIB' or 'GZIP', got {encoding!r}")
+        self._record_bytes = int(record_bytes)
+        self._header_bytes = int(header_bytes or 0)
+        self._footer_bytes = int(footer_bytes or 0)
+        self._hop_bytes = int(hop_bytes or 0) or self._record_bytes
+        self._encoding = encoding or ""
+        self._in: Optional[ReadBuffer] = None
+        self._index = 0
+
+    def _start(self, filename) -> None:
+        self._in = ReadBuffer(filename, self._encoding)
+        self._index = 0
+        self._advance = self._header_bytes  # bytes to pass before the next record starts
+
+    def _read_records(self, n: int) -> Records:
+        b = self._in
+        prefix = self._key_prefix + b":"
+        size = self._record_bytes
+        keys, values = [], []
+        while len(keys) < n:
+            if not b.fill(self._advance + size + self._footer_bytes):
+                if b.damage:
+                    raise DataLossError(
+                        f"{b.damage}, reading record {self._index} in file '{b.path}'",
+                        path=b.path, offset=b.offset)
+                return keys, values, True
+            b.pos += self._advance
+            self._advance = self._hop_bytes
+            values.append(b.buf[b.pos:b.pos + size])
+            keys.append(prefix + b"%d" % self._index)
+            self._index += 1
+        return keys, values, False
+
+    def _stop(self) -> None:
+        self._in.close()
+        self._in = None
+
+
+class WholeFileReader(ReaderBase):
+    """Reads each file as one record, as TF's ``tf.compat.v1.WholeFileReader``.
+
+    The key is the file name (as bytes), the value its whole content.
+
+    Args:
+      name: a name for messages.
+    """
+
+    def __init__(self, name: Optional[str] = None):
+        super().__init__(name)
+        self._file = None
+
+    def _start(self, filename) -> None:
+        self._file = open_file(filename, "rb")
+
+    def _read_records(self, n: int) -> Records:
+        return [self._key_prefix], [self._file.read()], True
+
+    def _stop(self) -> None:
+        self._file.close()
+        self._file = None

@@ -1,0 +1,331 @@
+"""Readers: TensorFlow's keys and values on the golden files, the work loop, counters, threads."""
+
+import collections
+import gzip
+import json
+import os
+import threading
+import zlib
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+from queuepipe.errors import DataLossError, NotFoundError, OutOfRangeError
+from queuepipe.readers import (
+    FixedLengthRecordReader, ReaderBase, TFRecordReader, TextLineReader, WholeFileReader,
+)
+from queuepipe.records import TFRecordWriter
+
+
+class FilenameQueue:
+    """A closed queue of file names: ``dequeue()`` pops one, or raises OutOfRangeError."""
+
+    def __init__(self, names):
+        self._names = collections.deque(names)
+        self._lock = threading.Lock()
+
+    def dequeue(self):
+        with self._lock:
+            if not self._names:
+                raise OutOfRangeError("'filenames' is closed and has insufficient elements "
+                                      "(requested 1, current size 0)")
+            return self._names.popleft()
+
+
+@pytest.fixture
+def golden_records(golden_dir):
+    with np.load(os.path.join(golden_dir, "expected.npz")) as expected:
+        return [expected[f"raw.examples.{i}"].tobytes() for i in range(40)]
+
+
+@pytest.fixture
+def manifest(golden_dir):
+    with open(os.path.join(golden_dir, "manifest.json")) as f:
+        return json.load(f)
+
+
+def offsets_of(records):
+    return list(np.cumsum([0] + [len(r) + 16 for r in records[:-1]]))
+
+
+def keys_of(path, suffixes):
+    return [os.fsencode(path) + b":%d" % s for s in suffixes]
+
+
+def read_everything(reader, queue, n=None):
+    """All (key, value) pairs until the queue runs out, by read() or read_up_to(n)."""
+    keys, values = [], []
+    while True:
+        try:
+            if n is None:
+                key, value = reader.read(queue)
+                keys.append(key)
+                values.append(value)
+            else:
+                k, v = reader.read_up_to(queue, n)
+                keys.extend(k)
+                values.extend(v)
+        except OutOfRangeError:
+            return keys, values
+
+
+# -- TFRecordReader ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, options", [("examples.tfrecord", None),
+                                           ("examples.gz.tfrecord", "GZIP"),
+                                           ("examples.zlib.tfrecord", qp.TFRecordOptions("ZLIB"))])
+def test_tfrecord_reader_keys_and_values_are_tensorflows(golden_dir, golden_records, name,
+                                                         options):
+    path = os.path.join(golden_dir, name)
+    reader = qp.TFRecordReader(options=options)
+    keys, values = read_everything(reader, FilenameQueue([path]))
+    assert values == golden_records
+    assert keys == keys_of(path, offsets_of(golden_records))
+    assert keys[:3] == keys_of(path, [0, 248, 457])
+    assert reader.num_records_produced() == 40
+    assert reader.num_work_units_completed() == 1
+
+
+def test_read_up_to_stays_within_one_file_and_returns_object_arrays(
+        tmp_path, golden_dir, golden_records):
+    plain = os.path.join(golden_dir, "examples.tfrecord")
+    small = str(tmp_path / "small.tfrecord")
+    empty = str(tmp_path / "empty.tfrecord")
+    with TFRecordWriter(small) as w:
+        for record in (b"x", b"yy", b"zzz"):
+            w.write(record)
+    TFRecordWriter(empty).close()
+    reader = TFRecordReader()
+    queue = FilenameQueue([plain, empty, small, plain.encode()])
+    sizes, keys, values = [], [], []
+    while True:
+        try:
+            k, v = reader.read_up_to(queue, 16)
+        except OutOfRangeError:
+            break
+        assert k.dtype == v.dtype == object and k.shape == v.shape == (len(k),)
+        assert all(type(x) is bytes for x in list(k) + list(v))
+        sizes.append(len(k))
+        keys.extend(k)
+        values.extend(v)
+    assert sizes == [16, 16, 8, 3, 16, 16, 8]  # fewer at each file's end; none at the empty one
+    assert values == golden_records + [b"x", b"yy", b"zzz"] + golden_records
+    offsets = offsets_of(golden_records)
+    assert keys == keys_of(plain, offsets) + keys_of(small, [0, 17, 35]) + keys_of(plain, offsets)
+    assert reader.num_records_produced() == 83
+    assert reader.num_work_units_completed() == 4
+
+
+def test_reset_drops_the_file_and_zeroes_the_counters(tmp_path, golden_dir, golden_records):
+    first = str(tmp_path / "first.tfrecord")
+    with TFRecordWriter(first) as w:
+        for record in golden_records[:5]:
+            w.write(record)
+    plain = os.path.join(golden_dir, "examples.tfrecord")
+    reader = TFRecordReader(name="r")
+    queue = FilenameQueue([first, first, plain])
+    assert reader.read_up_to(queue, 5)[1].tolist() == golden_records[:5]
+    reader.read(queue)  # finishes the first file, takes the second and reads its first record
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (6, 1)
+    reader.reset()
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (0, 0)
+    assert reader.read(queue) == (keys_of(plain, [0])[0], golden_records[0])
+    assert reader.name == "r"
+
+
+DAMAGE_OFFSETS = {"corrupt_data_crc.tfrecord": 12, "corrupt_length_crc.tfrecord": 0,
+                  "truncated_mid_record.tfrecord": 248, "truncated_header.tfrecord": 248,
+                  "garbage.tfrecord": 0}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGE_OFFSETS))
+def test_damage_is_raised_every_time_until_reset(golden_dir, golden_records, manifest, name):
+    path = os.path.join(golden_dir, name)
+    good = os.path.join(golden_dir, "examples.tfrecord")
+    reader = TFRecordReader()
+    queue = FilenameQueue([path, good])
+    before = manifest["files"][name]["records_before_error"]
+    k, v = (reader.read_up_to(queue, 100) if before else ([], []))
+    assert list(v) == golden_records[:before]
+    for _ in range(2):
+        with pytest.raises(DataLossError, match=rf" at {DAMAGE_OFFSETS[name]}\b") as info:
+            reader.read(queue)
+        assert info.value.offset == DAMAGE_OFFSETS[name] and info.value.path == path
+    reader.reset()
+    assert reader.read(queue) == (keys_of(good, [0])[0], golden_records[0])
+
+
+def test_skip_policy_counts_damage_across_files_and_delivers_the_rest(
+        golden_dir, golden_records):
+    names = ["corrupt_data_crc.tfrecord", "corrupt_length_crc.tfrecord",
+             "truncated_mid_record.tfrecord", "truncated_header.tfrecord", "garbage.tfrecord"]
+    reader = TFRecordReader(corrupt_records="skip")
+    queue = FilenameQueue([os.path.join(golden_dir, n) for n in names])
+    keys, values = read_everything(reader, queue, n=7)
+    assert values == golden_records[1:] + golden_records[1:] + golden_records[:1] * 2
+    assert keys[:2] == keys_of(os.path.join(golden_dir, names[0]), [248, 457])
+    assert reader.num_records_skipped() == 5
+    assert reader.num_work_units_completed() == 5
+    reader.reset()
+    assert reader.num_records_skipped() == 0
+
+
+def test_several_threads_sharing_one_reader_get_every_record_exactly_once(
+        tmp_path, golden_dir, golden_records):
+    paths = []
+    for i in range(6):
+        paths.append(str(tmp_path / f"part{i}.tfrecord"))
+        with TFRecordWriter(paths[-1]) as w:
+            for record in golden_records[i:]:
+                w.write(record)
+    reader = TFRecordReader()
+    queue = FilenameQueue(paths)
+    results = [None] * 4
+    start = threading.Barrier(4)
+
+    def work(i):
+        start.wait()
+        results[i] = read_everything(reader, queue, n=None if i % 2 else 3)
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"reader-{i}") for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    got = Counter(pair for keys, values in results for pair in zip(keys, values))
+    expected = Counter()
+    for i, path in enumerate(paths):
+        expected.update(zip(keys_of(path, offsets_of(golden_records[i:])), golden_records[i:]))
+    assert got == expected
+    assert reader.num_records_produced() == sum(expected.values())
+
+
+def test_missing_file_fails_then_the_reader_moves_on(tmp_path, golden_dir, golden_records):
+    missing = str(tmp_path / "missing.tfrecord")
+    reader = TFRecordReader()
+    queue = FilenameQueue([missing, os.path.join(golden_dir, "examples.tfrecord")])
+    with pytest.raises(NotFoundError, match=r"^file not found: '.*missing\.tfrecord'$"):
+        reader.read(queue)
+    assert reader.read(queue)[1] == golden_records[0]
+
+
+def test_the_queue_may_give_str_bytes_or_one_element_tuples(golden_dir, golden_records):
+    path = os.path.join(golden_dir, "examples.tfrecord")
+    for item in (path, path.encode(), (path.encode(),), np.array(path.encode(), dtype=object)):
+        key, value = TFRecordReader().read(FilenameQueue([item]))
+        assert (key, value) == (path.encode() + b":0", golden_records[0])
+    with pytest.raises(TypeError, match=r"^a reader's queue must give file names \(bytes or "
+                                        r"str\), got 7$"):
+        TFRecordReader().read(FilenameQueue([7]))
+
+
+def test_public_names_and_argument_checks():
+    assert qp.io.TFRecordReader is qp.TFRecordReader is TFRecordReader
+    assert issubclass(qp.WholeFileReader, ReaderBase)
+    with pytest.raises(ValueError, match=r"^num_records must be a positive integer, got 0$"):
+        TFRecordReader().read_up_to(FilenameQueue([]), 0)
+    with pytest.raises(ValueError, match=r"^corrupt_records must be 'raise' or 'skip', "
+                                         r"got 'drop'$"):
+        TFRecordReader(corrupt_records="drop")
+    with pytest.raises(ValueError, match=r'^Not a valid compression_type: "LZ4"$'):
+        TFRecordReader(options="LZ4")
+    with pytest.raises(ValueError, match=r"^record_bytes must be an integer >= 1, got 0$"):
+        FixedLengthRecordReader(0)
+    with pytest.raises(ValueError, match=r"^hop_bytes must be an integer >= 0, got -2$"):
+        FixedLengthRecordReader(4, hop_bytes=-2)
+    with pytest.raises(ValueError, match=r"^encoding must be None, 'ZLIB' or 'GZIP', "
+                                         r"got 'BZ2'$"):
+        FixedLengthRecordReader(4, encoding="BZ2")
+    with pytest.raises(ValueError, match=r"^skip_header_lines must be a non-negative integer, "
+                                         r"got -1$"):
+        TextLineReader(skip_header_lines=-1)
+
+
+# -- TextLineReader ---------------------------------------------------------------------------
+
+
+def test_text_lines_are_tensorflows(golden_dir, manifest):
+    path = os.path.join(golden_dir, "lines.txt")
+    spec = manifest["files"]["lines.txt"]
+    reader = TextLineReader(skip_header_lines=spec["skip_header_lines"])
+    keys, values = read_everything(reader, FilenameQueue([path]), n=3)
+    assert values == [line.encode() for line in spec["expected"]]
+    assert keys == keys_of(path, range(2, 2 + len(spec["expected"])))
+
+
+def test_text_line_endings_and_short_files(tmp_path):
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(b"h1\r\nh2\na\r\n\nb\r\nlast")
+    short = tmp_path / "short.txt"
+    short.write_bytes(b"only header\n")
+    long_line = tmp_path / "long.txt"
+    long_line.write_bytes(b"x" * (3 << 20) + b"\nsecond\ny")  # a line over several read chunks
+    reader = TextLineReader(skip_header_lines=2)
+    keys, values = read_everything(reader, FilenameQueue([str(crlf), str(short), str(long_line)]))
+    assert values == [b"a", b"", b"b", b"last", b"y"]
+    assert keys == keys_of(crlf, [3, 4, 5, 6]) + keys_of(long_line, [3])
+    keys, values = read_everything(TextLineReader(), FilenameQueue([str(long_line)]))
+    assert values == [b"x" * (3 << 20), b"second", b"y"]
+
+
+# -- FixedLengthRecordReader ------------------------------------------------------------------
+
+
+def test_fixed_length_records_are_tensorflows(golden_dir, manifest):
+    path = os.path.join(golden_dir, "fixed.bin")
+    spec = manifest["files"]["fixed.bin"]
+    with np.load(os.path.join(golden_dir, "expected.npz")) as expected:
+        records = [row.tobytes() for row in expected["fixed.records"]]
+    reader = FixedLengthRecordReader(spec["record_bytes"], header_bytes=spec["header_bytes"],
+                                     footer_bytes=spec["footer_bytes"])
+    keys, values = read_everything(reader, FilenameQueue([path]), n=2)
+    assert values == records and len(records) == 5
+    assert keys == keys_of(path, range(5))
+
+
+@pytest.mark.parametrize("encoding", [None, "ZLIB", "GZIP"])
+def test_fixed_length_hop_bytes_and_encodings(tmp_path, golden_dir, encoding):
+    with open(os.path.join(golden_dir, "fixed.bin"), "rb") as f:
+        data = f.read()  # 57 bytes: 3 header, 5 x 10, 4 footer
+    path = tmp_path / "fixed"
+    path.write_bytes({None: data, "ZLIB": zlib.compress(data),
+                      "GZIP": gzip.compress(data)}[encoding])
+    # Overlapping records every 5 bytes: record i at 3 + 5i exists while 3 + 5i + 10 + 4 <= 57.
+    reader = FixedLengthRecordReader(10, header_bytes=3, footer_bytes=4, hop_bytes=5,
+                                     encoding=encoding)
+    keys, values = read_everything(reader, FilenameQueue([str(path)]), n=4)
+    assert values == [data[3 + 5 * i:13 + 5 * i] for i in range(9)]
+    assert keys == keys_of(path, range(9))
+    # Hops longer than a record skip the bytes between.
+    reader = FixedLengthRecordReader(4, header_bytes=3, hop_bytes=20, encoding=encoding)
+    assert read_everything(reader, FilenameQueue([str(path)]))[1] == [
+        data[3:7], data[23:27], data[43:47]]
+
+
+def test_fixed_length_damaged_compression_is_data_loss(tmp_path):
+    path = tmp_path / "cut.gz"
+    path.write_bytes(gzip.compress(os.urandom(1000))[:-30])
+    reader = FixedLengthRecordReader(10, encoding="GZIP")
+    with pytest.raises(DataLossError, match=r"^the GZIP stream ends before its end marker "
+                                            r"\(truncated file\?\), reading record \d+ in file "
+                                            r"'.*cut\.gz'$"):
+        read_everything(reader, FilenameQueue([str(path)]))
+
+
+# -- WholeFileReader --------------------------------------------------------------------------
+
+
+def test_whole_file_reader(tmp_path, golden_dir):
+    lines = os.path.join(golden_dir, "lines.txt")
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    reader = WholeFileReader()
+    keys, values = read_everything(reader, FilenameQueue([lines, str(empty), lines.encode()]), n=5)
+    with open(lines, "rb") as f:
+        content = f.read()
+    assert keys == [lines.encode(), os.fsencode(empty), lines.encode()]
+    assert values == [content, b"", content]
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (3, 3)
