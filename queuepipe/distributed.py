@@ -1,0 +1,325 @@
+"""Several processes, one dataset: each reads a disjoint share, together every record once.
+
+In data-parallel training (``torchrun``, ``torch.distributed``, several machines) every process
+runs its own pipeline. If each read all files, every record would be seen ``world_size`` times
+per epoch. Here each process reads its share instead:
+
+- :func:`shard_info` says which process this is: ``Shard(rank, world_size)``.
+- :func:`shard_files` gives the process its share of the (sorted) files. With at least as
+  many files as processes, the share is whole files: files ``rank, rank + world_size, ...``.
+  With fewer files than processes, every process opens every file and reads the records
+  ``i`` with ``i % world_size == rank``: the share's :meth:`FileShare.reader` is then a
+  :class:`ShardedTFRecordReader`, which seeks straight to its records when the file has a
+  ``.index`` file (:func:`queuepipe.shards.write_shards` writes them) and otherwise scans.
+
+Usage (one process of ``torchrun --nproc_per_node 2 train.py``):
+
+.. code-block:: python
+
+    import queuepipe as qp
+    from queuepipe.distributed import shard_files
+
+    share = shard_files(qp.remote.glob("data/train-*.tfrecord"))   # rank from RANK/WORLD_SIZE
+    files = qp.train.string_input_producer(share.files, num_epochs=1, shuffle=False)
+    reader = share.reader()
+    key, record = reader.read(files)    # ... parse, shuffle_batch, train
+
+Every record of every file is read by exactly one process per epoch. The shares are as even
+as the files allow: with whole-file shares, give a multiple of ``world_size`` files of similar
+size so that every process gets the same number of batches (collective operations such as
+DDP's all-reduce wait for the slowest process).
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+import struct
+import sys
+from dataclasses import dataclass
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
+from queuepipe.readers import TFRecordReader
+from queuepipe.records import masked_crc32c
+from queuepipe.remote import glob, open_file
+
+__all__ = ["Shard", "shard_info", "FileShare", "shard_files", "ShardedTFRecordReader"]
+
+_log = logging.getLogger(__name__)
+
+
+class Shard(NamedTuple):
+    """One share of ``world_size`` equal shares: process (or worker) ``rank`` of them."""
+
+    rank: int
+    world_size: int
+
+
+def _checked(rank, world_size, source: str) -> Shard:
+    try:
+        rank, world_size = operator.index(rank), operator.index(world_size)
+    except TypeError:
+        raise InvalidArgumentError(f"rank and world_size must be integers, got rank={rank!r}, "
+                                   f"world_size={world_size!r} ({source})") from None
+    if world_size < 1:
+        raise InvalidArgumentError(f"world_size must be >= 1, got {world_size} ({source})")
+    if not 0 <= rank < world_size:
+        raise InvalidArgumentError(f"rank must be in [0, {world_size}), got {rank} ({source})")
+    return Shard(rank, world_size)
+
+
+def _from_environment() -> Optional[Shard]:
+    rank, world_size = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is None and world_size is None:
+        return None
+    source = f"from the environment: RANK={rank!r}, WORLD_SIZE={world_size!r}"
+    if rank is None or world_size is None:
+        raise InvalidArgumentError(f"set both RANK and WORLD_SIZE or neither ({source})")
+    try:
+        rank, world_size = int(rank), int(world_size)
+    except ValueError:
+        raise InvalidArgumentError(f"RANK and WORLD_SIZE must be integers ({source})") from None
+    return _checked(rank, world_size, source)
+
+
+def _from_torch_distributed() -> Optional[Shard]:
+    # Only a process that imported torch.distributed can have initialized it: never import it.
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return _checked(dist.get_rank(), dist.get_world_size(), "from torch.distributed")
+
+
+def shard_info(rank: Optional[int] = None, world_size: Optional[int] = None) -> Shard:
+    """Which process this is among how many: the first of these that applies.
+
+    1. ``rank`` and ``world_size``, when given;
+    2. the environment variables ``RANK`` and ``WORLD_SIZE`` (set by ``torchrun``);
+    3. ``torch.distributed``, when this process initialized a process group;
+    4. ``Shard(0, 1)``: a single process reads everything.
+
+    Args:
+      rank: this process's index, ``0 <= rank < world_size``; give both or neither.
+      world_size: the number of processes.
+
+    Returns:
+      ``Shard(rank, world_size)``.
+
+    Raises:
+      InvalidArgumentError: only one of ``rank`` and ``world_size`` is given (or set in the
+        environment), or they are not integers with ``0 <= rank < world_size``.
+    """
+    if rank is not None or world_size is not None:
+        if rank is None or world_size is None:
+            raise InvalidArgumentError(f"give both rank and world_size or neither, got "
+                                       f"rank={rank!r}, world_size={world_size!r}")
+        return _checked(rank, world_size, "as given")
+    return _from_environment() or _from_torch_distributed() or Shard(0, 1)
+
+
+@dataclass(frozen=True)
+class FileShare:
+    """One process's share of a list of files, as :func:`shard_files` returns it.
+
+    Attributes:
+      files: the files this process opens, sorted.
+      record_shard: which records of each of those files it reads: those at positions ``i``
+        with ``i % record_shard.world_size == record_shard.rank``; ``Shard(0, 1)`` means all.
+    """
+
+    files: List[str]
+    record_shard: Shard
+
+    def reader(self, options=None):
+        """A reader that reads this share's records of each file it is given.
+
+        Returns:
+          A :class:`~queuepipe.readers.TFRecordReader` when the share is whole files, else a
+          :class:`ShardedTFRecordReader` for :attr:`record_shard`.
+        """
+        if self.record_shard.world_size == 1:
+            return TFRecordReader(options=options)
+        return ShardedTFRecordReader(*self.record_shard, options=options)
+
+
+def shard_files(files: Union[str, bytes, Sequence[Union[str, bytes]]],
+                rank: Optional[int] = None, world_size: Optional[int] = None) -> FileShare:
+    """This process's disjoint share of ``files``; the shares of all processes cover them once.
+
+    The files are sorted first, so every process, whatever order it listed them in, agrees on
+    the split. With ``len(files) >= world_size`` the share is the files ``rank::world_size``
+    (whole files). With fewer files than processes, every process gets every file and the
+    records ``i % world_size == rank`` of each (read them with :meth:`FileShare.reader`).
+
+    Args:
+      files: file names, or one glob pattern (str or bytes), matched with
+        :func:`queuepipe.remote.glob` (local or ``s3://...``).
+      rank, world_size: as for :func:`shard_info` (both None: found from the environment).
+
+    Returns:
+      A :class:`FileShare`: ``share.files`` for ``string_input_producer``, ``share.reader()``
+      for the reader.
+
+    Raises:
+      InvalidArgumentError: no files (the pattern matched nothing), or a bad rank/world_size.
+    """
+    if isinstance(files, (str, bytes)):
+        names = glob(files)
+        if not names:
+            raise InvalidArgumentError(f"shard_files: no file matches {os.fsdecode(files)!r}")
+    else:
+        names = sorted(os.fsdecode(name) for name in files)
+        if not names:
+            raise InvalidArgumentError("shard_files got an empty list of files")
+    shard = shard_info(rank, world_size)
+    if len(names) >= shard.world_size:
+        return FileShare(names[shard.rank::shard.world_size], Shard(0, 1))
+    return FileShare(names, shard)
+
+
+_FRAME = struct.Struct("<QI")  # a record's header: data length, masked crc of those 8 bytes
+_FOOTER = struct.Struct("<I")  # masked crc of the data
+
+
+class ShardedTFRecordReader(TFRecordReader):
+    """A :class:`~queuepipe.readers.TFRecordReader` that reads every ``world_size``-th record.
+
+    Of each file it is given it returns the records at positions ``i`` (0-based, in file
+    order) with ``i % world_size == rank``, with the same keys (``b"<file>:<offset>"``), the
+    same checksum checks and the same blocking as ``TFRecordReader``. The ``world_size``
+    readers of ranks ``0 .. world_size-1`` together return every record of a file once.
+
+    When an uncompressed file has an index beside it (``FILE.index``, one ``offset length``
+    line per record, as :func:`queuepipe.shards.write_shards` and ``queuepipe index`` write
+    it), the reader seeks straight to its own records and reads nothing else. Otherwise it
+    scans the whole file and keeps its records; all ranks then read every byte.
+
+    Args:
+      rank: which records: those with ``i % world_size == rank``.
+      world_size: how many readers share each file.
+      name, options, corrupt_records: as for ``TFRecordReader``. With ``"skip"`` and an index,
+        a damaged record is logged, counted and passed over; without an index the positions
+        ``i`` count intact records only (every rank scans the same bytes, so they agree).
+
+    Raises:
+      InvalidArgumentError: ``rank`` or ``world_size`` out of range.
+    """
+
+    def __init__(self, rank: int, world_size: int, name: Optional[str] = None, options=None,
+                 corrupt_records: str = "raise"):
+        super().__init__(name, options, corrupt_records)
+        self._shard = _checked(rank, world_size, "ShardedTFRecordReader")
+        self._entries: Optional[List[Tuple[int, int]]] = None  # this rank's (offset, length)
+        self._next_entry = 0
+        self._file = None
+        self._path = ""
+        self._position = 0  # records scanned so far in the current file (scanning mode)
+
+    def _start(self, filename) -> None:
+        self._path = os.fsdecode(filename)
+        entries = None if self._compression else _index_entries(self._path)
+        if entries is not None:
+            self._file = open_file(self._path, "rb")
+            size = self._file.seek(0, os.SEEK_END)
+            end = entries[-1][0] + entries[-1][1] if entries else 0
+            if end == size:
+                rank, world_size = self._shard
+                self._entries = entries[rank::world_size]
+                self._next_entry = 0
+                return
+            _log.warning("'%s.index' is stale (its records end at byte %d, the file has %d); "
+                         "scanning the file instead", self._path, end, size)
+            self._file.close()
+            self._file = None
+        self._entries = None
+        self._position = 0
+        super()._start(filename)
+
+    def _read_records(self, n: int):
+        if self._entries is None:
+            return self._scan_records(n)
+        prefix = self._key_prefix + b":"
+        keys: List[bytes] = []
+        values: List[bytes] = []
+        while len(keys) < n and self._next_entry < len(self._entries):
+            offset, length = self._entries[self._next_entry]
+            try:
+                data = self._read_at(offset, length)
+            except DataLossError:
+                if not keys:
+                    raise  # the entry stays next, so every later read raises it again
+                break  # return the records before the damage; the next call raises
+            self._next_entry += 1
+            if data is not None:
+                keys.append(prefix + b"%d" % offset)
+                values.append(data)
+        return keys, values, self._next_entry == len(self._entries)
+
+    def _scan_records(self, n: int):
+        """Scanning mode: this rank's records among the next ones of the scanner."""
+        rank, world_size = self._shard
+        keys: List[bytes] = []
+        values: List[bytes] = []
+        while len(keys) < n and not self._scanner.finished:
+            wanted = (n - len(keys)) * world_size
+            more_keys, more_values, finished = super()._read_records(wanted)
+            for key, value in zip(more_keys, more_values):
+                if self._position % world_size == rank:
+                    keys.append(key)
+                    values.append(value)
+                self._position += 1
+            if len(more_keys) < wanted and not finished:
+                break  # damage waits to be raised by the next call
+        return keys, values, self._scanner.finished
+
+    def _read_at(self, offset: int, length: int) -> Optional[bytes]:
+        """The data of the record framed in ``length`` bytes at ``offset``, both crcs checked.
+
+        Returns None for a damaged record with ``corrupt_records="skip"``.
+        """
+        self._file.seek(offset)
+        frame = self._file.read(length)
+        data_length = length - _FRAME.size - _FOOTER.size
+        problem = None
+        if len(frame) < length:
+            problem = (f"truncated record at {offset}: the index says {length} bytes but the "
+                       f"file ends after {len(frame)}")
+        else:
+            stored_length, length_crc = _FRAME.unpack_from(frame)
+            if masked_crc32c(frame[:8]) != length_crc or stored_length != data_length:
+                problem = (f"corrupted record at {offset}: its header does not match the "
+                           f"index ({length} bytes; length checksum mismatch or stale index)")
+            else:
+                data = frame[_FRAME.size:_FRAME.size + data_length]
+                (data_crc,) = _FOOTER.unpack_from(frame, _FRAME.size + data_length)
+                if masked_crc32c(data) == data_crc:
+                    return data
+                problem = (f"corrupted record at {offset + _FRAME.size}: data checksum "
+                           f"mismatch over {data_length} data bytes of the record at {offset}")
+        message = f"{problem} in file '{self._path}'"
+        if self._corrupt_records == "raise":
+            raise DataLossError(message, path=self._path, offset=offset)
+        _log.warning("skipping damaged data: %s", message)
+        self._skipped_before += 1
+        return None
+
+    def _stop(self) -> None:
+        if self._entries is None:
+            super()._stop()
+        else:
+            self._file.close()
+            self._file = None
+            self._entries = None
+
+
+def _index_entries(path: str) -> Optional[List[Tuple[int, int]]]:
+    """The ``(offset, length)`` of every record of ``path`` from ``path + ".index"``, or None
+    when there is no index."""
+    from queuepipe.shards import read_index
+    try:
+        entries = read_index(path + ".index")
+    except NotFoundError:
+        return None
+    return [(int(offset), int(length)) for offset, length in entries]

@@ -1,0 +1,239 @@
+"""PyTorch: NumPy batches as tensors, and a pipeline as a ``DataLoader``'s IterableDataset.
+
+Three levels, pick the one that fits the training loop:
+
+- :func:`to_torch` converts one batch (a tuple, list or dict of NumPy arrays, nested), sharing
+  memory with the NumPy arrays (``torch.from_numpy``) instead of copying them.
+- :class:`TorchBatches` wraps a :class:`~queuepipe.batching.Batches` (or any iterator of
+  batches) so that iterating it yields tensor batches, optionally on a device.
+- :class:`QueuePipeIterableDataset` lets a ``torch.utils.data.DataLoader`` own the pipeline:
+  each iteration (each epoch, in each DataLoader worker) builds a fresh pipeline from your
+  factory, runs its threads, and stops them when the iteration ends or is abandoned.
+
+Usage:
+
+.. code-block:: python
+
+    import queuepipe as qp
+    from queuepipe.integrations.torch import QueuePipeIterableDataset
+    from torch.utils.data import DataLoader
+
+    def make_batches(shard):
+        share = qp.distributed.shard_files("data/train-*.tfrecord", *shard)
+        files = qp.train.string_input_producer(share.files, num_epochs=1)
+        _, records = share.reader().read_up_to(files, 64)   # ... parse and batch as usual
+        ...
+        return qp.train.shuffle_batch(...)
+
+    loader = DataLoader(QueuePipeIterableDataset(make_batches), batch_size=None, num_workers=2)
+    for epoch in range(3):
+        for images, labels in loader:     # tensors; each record once per epoch
+            ...
+
+Strings: a NumPy array of dtype object (a batch of ``bytes``) has no tensor type; it is passed
+through unchanged, as the NumPy array. Decode it (``qp.io.decode_raw``) before batching to get
+numbers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+import numpy as np
+
+from queuepipe.coordinator import Coordinator
+from queuepipe.distributed import Shard, shard_info
+from queuepipe.integrations import BatchIterator
+from queuepipe.runner import Pipeline, start_queue_runners
+
+try:
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+except ImportError as e:  # only this module needs torch; `import queuepipe` never does
+    raise ImportError("queuepipe.integrations.torch needs PyTorch: "
+                      "pip install queuepipe[torch]") from e
+
+__all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard"]
+
+
+def _check_pin_memory(pin_memory: bool) -> bool:
+    """Like DataLoader: ``pin_memory`` without an accelerator is ignored, with a warning."""
+    accelerator = getattr(torch, "accelerator", None)  # torch >= 2.6; before it, CUDA only
+    available = accelerator.is_available() if accelerator else torch.cuda.is_available()
+    if pin_memory and not available:
+        warnings.warn("pin_memory=True is ignored: no accelerator (CUDA, XPU, MPS, ...) is "
+                      "available to pin memory for", UserWarning, stacklevel=3)
+        return False
+    return pin_memory
+
+
+def _tensor(array: np.ndarray, where: str):
+    """``torch.from_numpy`` (no copy), copying only what torch cannot share."""
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    elif not array.flags.writeable or any(stride < 0 for stride in array.strides):
+        array = array.copy()  # torch shares neither read-only memory nor negative strides
+    try:
+        return torch.from_numpy(array)
+    except TypeError as e:
+        raise TypeError(f"batch component {where or '(the batch)'} has dtype {array.dtype}, "
+                        "which has no torch tensor type") from e
+
+
+def _convert(value: Any, device, pin_memory: bool, where: str) -> Any:
+    if isinstance(value, dict):
+        return type(value)((key, _convert(item, device, pin_memory, f"{where}[{key!r}]"))
+                           for key, item in value.items())
+    if isinstance(value, (tuple, list)):
+        items = [_convert(item, device, pin_memory, f"{where}[{i}]")
+                 for i, item in enumerate(value)]
+        if hasattr(value, "_fields"):  # a namedtuple (qp.SparseValue among them)
+            return type(value)(*items)
+        return type(value)(items)
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype.kind in "OSUV":  # bytes and strings have no tensor type
+            return value
+        tensor = _tensor(np.asarray(value), where)
+    elif isinstance(value, (bool, int, float)):
+        tensor = torch.as_tensor(value)
+    else:
+        return value  # bytes, str, None: nothing to convert
+    if pin_memory:
+        tensor = tensor.pin_memory()
+    if device is not None:
+        tensor = tensor.to(device, non_blocking=pin_memory)
+    return tensor
+
+
+def to_torch(batch: Any, device: Any = None, pin_memory: bool = False) -> Any:
+    """Converts a batch of NumPy arrays to torch tensors, keeping its structure.
+
+    Dicts (of any mapping type built from pairs), lists, tuples and namedtuples are rebuilt
+    with the same type and keys, nested to any depth. A numeric array becomes
+    ``torch.from_numpy(array)``, which shares its memory: no copy, unless the array is
+    read-only, has negative strides or a non-native byte order, which torch cannot share.
+    NumPy scalars and Python numbers become 0-d tensors. Arrays of strings (dtype object
+    holding ``bytes``, or NumPy ``S``/``U``) and plain ``bytes`` are returned unchanged.
+
+    Args:
+      batch: one batch, as a :class:`~queuepipe.batching.Batches` yields it.
+      device: if given, every tensor is moved there (``tensor.to(device)``).
+      pin_memory: copy each tensor into page-locked memory first, so that the copy to an
+        accelerator runs asynchronously (``non_blocking=True``). Ignored, with a warning, when
+        no accelerator is available (as ``DataLoader`` does).
+
+    Returns:
+      The same structure with tensors in place of numeric arrays.
+
+    Raises:
+      TypeError: an array's dtype has no torch type; the message names the component.
+      ImportError: PyTorch is not installed.
+    """
+    pin_memory = _check_pin_memory(pin_memory)
+    return _convert(batch, device, pin_memory, "")
+
+
+class TorchBatches(BatchIterator):
+    """An iterator of tensor batches over an iterator of NumPy batches.
+
+    Each ``next()`` takes the next NumPy batch (blocking as the underlying iterator does: a
+    :class:`~queuepipe.batching.Batches` waits for its queue) and converts it with
+    :func:`to_torch`. Iteration ends when the underlying iterator ends.
+
+    Args:
+      batches: a :class:`~queuepipe.batching.Batches` or any iterable of batches.
+      device: where to put the tensors, as for :func:`to_torch`.
+      pin_memory: as for :func:`to_torch`.
+    """
+
+    def __init__(self, batches: Iterable[Any], device: Any = None, pin_memory: bool = False):
+        super().__init__(batches)
+        self._device = device
+        self._pin_memory = _check_pin_memory(pin_memory)
+
+    def __next__(self) -> Any:
+        return _convert(next(self._batches), self._device, self._pin_memory, "")
+
+
+def worker_shard(rank: Optional[int] = None, world_size: Optional[int] = None) -> Shard:
+    """This process's share of the data: its distributed rank, split across DataLoader workers.
+
+    The process's ``(rank, world_size)`` comes from :func:`queuepipe.distributed.shard_info`.
+    Inside a DataLoader worker (``num_workers=W``, worker ``w``) the share is split further:
+    ``Shard(rank * W + w, world_size * W)``, so that every worker of every process reads a
+    different share and together they read everything once.
+
+    Raises:
+      InvalidArgumentError: as :func:`~queuepipe.distributed.shard_info`.
+    """
+    shard = shard_info(rank, world_size)
+    info = get_worker_info()
+    if info is None:
+        return shard
+    return Shard(shard.rank * info.num_workers + info.id, shard.world_size * info.num_workers)
+
+
+class QueuePipeIterableDataset(IterableDataset):
+    """A ``torch.utils.data.IterableDataset`` that runs a fresh queuepipe pipeline per iteration.
+
+    Give it to ``DataLoader(dataset, batch_size=None, ...)``: the pipeline already batches, so
+    the DataLoader must not batch again. Each ``iter(dataset)`` (each epoch, and each
+    DataLoader worker) does this:
+
+    1. works out its share, ``shard = worker_shard()`` (the distributed rank, split across
+       DataLoader workers);
+    2. calls ``make_batches(shard)`` inside a new ``qp.Pipeline().as_default()``; the factory
+       builds producers, readers and a batching call and returns its
+       :class:`~queuepipe.batching.Batches`; to read a disjoint share it passes ``shard`` to
+       :func:`queuepipe.distributed.shard_files` (``shard_files(files, *shard)``);
+    3. starts that pipeline's QueueRunners under a new Coordinator and yields each batch as
+       tensors (:func:`to_torch`);
+    4. when the batches end, or the loop stops early (``break``, an exception, the iterator
+       being dropped), stops the Coordinator, closes the batches and joins every thread. An
+       exception from a pipeline thread is re-raised in the training loop.
+
+    A factory whose producers use ``num_epochs=1`` gives one pass over its share per
+    iteration, so ``for epoch in range(E): for batch in loader:`` sees each record once per
+    epoch. With ``num_epochs=None`` the iteration never ends: stop it yourself.
+
+    Args:
+      make_batches: ``make_batches(shard) -> Batches``; called once per iteration, in the
+        process (DataLoader worker) that iterates. With ``num_workers > 0`` and a ``spawn``
+        start method it must be picklable (a module-level function or ``functools.partial``).
+      device: as for :func:`to_torch`; leave None with DataLoader workers (tensors cross
+        processes on the CPU; move them in the training loop or use the DataLoader's
+        ``pin_memory``).
+      pin_memory: as for :func:`to_torch`.
+      rank, world_size: this process's place among several processes; both None (the
+        default) reads them with :func:`queuepipe.distributed.shard_info`.
+    """
+
+    def __init__(self, make_batches: Callable[[Shard], Any], device: Any = None,
+                 pin_memory: bool = False, rank: Optional[int] = None,
+                 world_size: Optional[int] = None):
+        if not callable(make_batches):
+            raise TypeError(f"make_batches must be a callable taking a Shard, got "
+                            f"{make_batches!r}")
+        self._make_batches = make_batches
+        self._device = device
+        self._pin_memory = pin_memory
+        self._rank = rank
+        self._world_size = world_size
+
+    def __iter__(self) -> Iterator[Any]:
+        shard = worker_shard(self._rank, self._world_size)
+        pipeline = Pipeline()
+        with pipeline.as_default():
+            batches = self._make_batches(shard)
+        coord = Coordinator()
+        threads = start_queue_runners(coord, pipeline=pipeline)
+        try:
+            yield from TorchBatches(batches, self._device, self._pin_memory)
+        finally:
+            coord.request_stop()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+            coord.join(threads)
+
