@@ -1,0 +1,638 @@
+"""The ``queuepipe`` command: look into, check, index and make TFRecord files.
+
+Subcommands (``queuepipe SUBCOMMAND --help`` describes each):
+
+- ``inspect FILE [-n 3]``: the first records, as Example/SequenceExample text, with offsets.
+- ``count FILE...``: records per file and in total (from ``.index`` files when present).
+- ``verify FILE...``: checks both checksums of every record; names each damaged one.
+- ``schema FILE [-n 100]``: feature specs inferred from the first records, as Python code.
+- ``index FILE...``: writes ``FILE.index`` (``offset length`` per record, the format of the
+  ``tfrecord`` package and NVIDIA DALI).
+- ``convert SRC OUT_DIR --shards N``: IDX (MNIST), CSV or NPZ to TFRecord shards of Examples.
+- ``bench``: the benchmark suite of a source checkout, or a small built-in throughput check.
+- ``demo``: the end-to-end demo of a source checkout.
+
+Compression (GZIP/ZLIB) is recognised from the first bytes of a file unless
+``--compression`` says otherwise. Long work shows a progress bar on a terminal when tqdm is
+installed (``pip install queuepipe[progress]``).
+
+Exit status: 0 success; 1 bad data (a damaged record, a malformed source file); 2 a usage
+error (bad arguments, a file that does not exist). Expected errors print one line on stderr,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import itertools
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from google.protobuf import text_format, unknown_fields
+from google.protobuf.message import DecodeError
+
+from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
+from queuepipe.protos import Example, SequenceExample
+from queuepipe.records import FRAME_BYTES, HEADER_BYTES, RecordScanner, masked_crc32c, open_file
+
+__all__ = ["main", "build_parser", "infer_schema"]
+
+PROG = "queuepipe"
+_COMPRESSIONS = {"auto": None, "none": "", "gzip": "GZIP", "zlib": "ZLIB"}
+_SCAN_BATCH = 4096  # records taken from a scanner per progress-bar update
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out as given (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the subcommands
+
+
+@contextlib.contextmanager
+def _progress(total: Optional[int], desc: str, unit: str) -> Iterator[Callable[[int], None]]:
+    """Yields ``update(n)`` for a tqdm bar on a terminal; a no-op without tqdm or a terminal.
+
+    tqdm is only imported for a terminal: it starts a monitor thread even for a disabled bar.
+    """
+    tqdm = None
+    if sys.stderr.isatty():
+        with contextlib.suppress(ImportError):
+            from tqdm import tqdm
+    if tqdm is None:
+        yield lambda n: None
+        return
+    with tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False) as bar:
+        yield bar.update
+
+
+def _detect_compression(path: str) -> str:
+    """``""``, ``"GZIP"`` or ``"ZLIB"``, from the first bytes of a TFRecord file.
+
+    A plain file starts with a record header whose length checksum holds; a GZIP stream starts
+    with ``1f 8b``; a ZLIB stream with a two-byte header that is a multiple of 31 (RFC 1950).
+    Anything else is read as plain, so the scanner reports the damage.
+    """
+    with open_file(path) as f:
+        head = f.read(HEADER_BYTES)
+    if len(head) == HEADER_BYTES and \
+            masked_crc32c(head[:8]) == int.from_bytes(head[8:12], "little"):
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        return "GZIP"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "ZLIB"
+    return ""
+
+
+def _compression(path: str, choice: str) -> str:
+    given = _COMPRESSIONS[choice]
+    return _detect_compression(path) if given is None else given
+
+
+def _scanner(path: str, choice: str, scanner_type=None):
+    return (scanner_type or RecordScanner)(path, _compression(path, choice))
+
+
+def _scan(scanner, update: Callable[[int], None]) -> Iterator[Tuple[int, bytes]]:
+    """Yields ``(offset, data)`` from ``scanner`` in bulk, reporting framed bytes to ``update``."""
+    try:
+        while True:
+            batch = scanner.next_batch(_SCAN_BATCH)
+            if not batch:
+                return
+            update(sum(len(data) for _, data in batch) + FRAME_BYTES * len(batch))
+            yield from batch
+    finally:
+        scanner.close()
+
+
+def _file_size(path: str) -> Optional[int]:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
+def _decode(data: bytes):
+    """``(kind, message)``: an Example or SequenceExample, or ``("raw bytes", None)``."""
+
+    try:
+        sequence = SequenceExample.FromString(data)
+    except DecodeError:
+        return "raw bytes", None
+    if len(unknown_fields.UnknownFieldSet(sequence)):
+        return "raw bytes", None
+    if sequence.HasField("feature_lists"):
+        return "SequenceExample", sequence
+    return "Example", Example.FromString(data)
+
+
+def _index_path(path: str) -> str:
+    return path + ".index"
+
+
+def _checkout_file(*parts: str) -> Optional[str]:
+    """A file of queuepipe's source checkout (beside the package), or None if not there."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.exists(os.path.join(root, "setup.cfg")):
+        return None
+    path = os.path.join(root, *parts)
+    return path if os.path.exists(path) else None
+
+
+def _load(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------------------------------
+# inspect
+
+
+def _cmd_inspect(args) -> int:
+    scanner = _scanner(args.file, args.compression)
+    shown = 0
+    for offset, data in itertools.islice(_scan(scanner, lambda n: None), args.n):
+        kind, message = _decode(data)
+        print(f"# record {shown} at offset {offset} of {args.file} ({len(data)} bytes): {kind}")
+        if message is None:
+            print(repr(data[:args.max_bytes]) + (" ..." if len(data) > args.max_bytes else ""))
+        else:
+            print(text_format.MessageToString(message).rstrip() or "(empty)")
+        shown += 1
+    if not shown:
+        print(f"# {args.file} holds no records")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# count
+
+
+def _count_from_index(path: str) -> Optional[int]:
+    """The record count from ``path``'s index, or None when there is none or it is stale."""
+    index = _index_path(path)
+    if not os.path.exists(index):
+        return None
+    from queuepipe.shards import read_index
+
+    try:
+        entries = read_index(index)
+    except ValueError as e:
+        print(f"{PROG} count: warning: {e}; counting by a scan", file=sys.stderr)
+        return None
+    end = int(entries[-1][0]) + int(entries[-1][1]) if len(entries) else 0
+    if end != _file_size(path):
+        print(f"{PROG} count: warning: '{index}' is stale (its records end at byte {end}, "
+              f"the file has {_file_size(path)}); counting by a scan", file=sys.stderr)
+        return None
+    return len(entries)
+
+
+def _cmd_count(args) -> int:
+    total = 0
+    for path in args.files:
+        n = None
+        if not args.no_index and not _compression(path, args.compression):
+            n = _count_from_index(path)
+        if n is None:
+            with _progress(_file_size(path), f"count {os.path.basename(path)}", "B") as update:
+                n = sum(1 for _ in _scan(_scanner(path, args.compression), update))
+        total += n
+        print(f"{n:>10}  {path}")
+    if len(args.files) > 1:
+        print(f"{total:>10}  total")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# verify
+
+
+class _DamageCollector(RecordScanner):
+    """A RecordScanner that records every damage and reads on past it, as "skip" would."""
+
+    def __init__(self, path, options=None):
+        super().__init__(path, options)
+        self.damaged: List[DataLossError] = []
+
+    def _damage(self, offset, what):
+        try:
+            super()._damage(offset, what)  # builds the DataLossError and raises it
+        except DataLossError as e:
+            self.damaged.append(e)
+            self._error = None  # keep reading, as the "skip" policy does
+
+
+def _cmd_verify(args) -> int:
+    bad_files = 0
+    for path in args.files:
+        scanner = _scanner(path, args.compression, _DamageCollector)
+        with _progress(_file_size(path), f"verify {os.path.basename(path)}", "B") as update:
+            good = sum(1 for _ in _scan(scanner, update))
+        for e in scanner.damaged:
+            print(f"{path}: BAD record at offset {e.offset}: {e.message}")
+        if scanner.damaged:
+            bad_files += 1
+            print(f"{path}: BAD ({len(scanner.damaged)} damaged, {good} good records)")
+        else:
+            print(f"{path}: OK ({good} records)")
+    if len(args.files) > 1:
+        print(f"{len(args.files) - bad_files} of {len(args.files)} files OK")
+    return 1 if bad_files else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# schema
+
+_DTYPES = {"bytes_list": "qp.string", "int64_list": "qp.int64", "float_list": "qp.float32"}
+
+
+class _FeatureStats:
+    """What the sampled records hold under one key: kinds, value counts, presence."""
+
+    def __init__(self):
+        self.kinds: Counter = Counter()
+        self.counts: set = set()
+        self.present = 0
+
+    def add(self, feature) -> int:
+        kind = feature.WhichOneof("kind")
+        values = getattr(feature, kind).value if kind else ()
+        if kind:
+            self.kinds[kind] += 1
+        self.counts.add(len(values))
+        return len(values)
+
+    def dtype(self, key: str) -> Tuple[Optional[str], Optional[str]]:
+        """``(dtype code, None)`` or ``(None, a comment explaining why the key is left out)``."""
+        if len(self.kinds) > 1:
+            return None, f"# {key!r} left out: its records disagree on the type {dict(self.kinds)}"
+        if not self.kinds:
+            return "qp.string", None  # only empty features: any dtype parses them
+        return _DTYPES[next(iter(self.kinds))], None
+
+
+def _shape(count: int) -> str:
+    return "[]" if count == 1 else f"[{count}]"
+
+
+def _context_specs(stats: Dict[str, _FeatureStats], records: int) -> List[str]:
+    lines = []
+    for key in sorted(stats):
+        s = stats[key]
+        dtype, comment = s.dtype(key)
+        if comment:
+            lines.append(comment)
+        elif s.present == records and len(s.counts) == 1:
+            lines.append(f"{_py_str(key)}: qp.io.FixedLenFeature({_shape(next(iter(s.counts)))}, "
+                         f"{dtype}),")
+        else:
+            lines.append(f"{_py_str(key)}: qp.io.VarLenFeature({dtype}),")
+    return lines
+
+
+def _sequence_specs(stats: Dict[str, _FeatureStats], records: int) -> List[str]:
+    lines = []
+    for key in sorted(stats):
+        s = stats[key]
+        dtype, comment = s.dtype(key)
+        if comment:
+            lines.append(comment)
+        elif len(s.counts) == 1:
+            missing = ", allow_missing=True" if s.present < records else ""
+            lines.append(f"{_py_str(key)}: qp.io.FixedLenSequenceFeature("
+                         f"{_shape(next(iter(s.counts)))}, {dtype}{missing}),")
+        else:
+            lines.append(f"{_py_str(key)}: qp.io.VarLenFeature({dtype}),")
+    return lines
+
+
+def _collect(features, stats: Dict[str, _FeatureStats]) -> None:
+    for key, feature in features.feature.items():
+        s = stats.setdefault(key, _FeatureStats())
+        s.present += 1
+        s.add(feature)
+
+
+def _py_str(key: str) -> str:
+    """``key`` as a Python string literal, in double quotes where it can be."""
+    literal = repr(key)
+    if literal.startswith("'") and '"' not in key:
+        literal = f'"{literal[1:-1]}"'
+    return literal
+
+
+def _dict_code(name: str, lines: List[str]) -> str:
+    body = "".join(f"    {line}\n" for line in lines)
+    return f"{name} = {{\n{body}}}\n"
+
+
+def infer_schema(records: Sequence[bytes], source: str = "the records") -> str:
+    """Infers feature specs from serialized Examples or SequenceExamples, as Python code.
+
+    A key becomes a ``FixedLenFeature`` when every record holds it with the same number of
+    values (shape ``[]`` for one value, ``[n]`` for n), else a ``VarLenFeature``. For
+    SequenceExamples, context features follow the same rule, and a feature list becomes a
+    ``FixedLenSequenceFeature`` when every step holds the same number of values
+    (``allow_missing=True`` if some records lack it), else a ``VarLenFeature``. The kind of the
+    first record decides whether the records are read as Examples or SequenceExamples.
+
+    Args:
+      records: serialized records (at least one).
+      source: named in the code's first comment line.
+
+    Returns:
+      Python code that defines ``features`` (Examples), or ``context_features`` and
+      ``sequence_features`` (SequenceExamples), with ``import queuepipe as qp``.
+
+    Raises:
+      InvalidArgumentError: no records, or a record is neither an Example nor a
+        SequenceExample.
+    """
+    if not records:
+        raise InvalidArgumentError(f"cannot infer a schema: {source} holds no records")
+    kind, _ = _decode(records[0])
+    if kind == "raw bytes":
+        raise InvalidArgumentError(f"cannot infer a schema: the first record of {source} is "
+                                   "not an Example or SequenceExample")
+    context: Dict[str, _FeatureStats] = {}
+    sequence: Dict[str, _FeatureStats] = {}
+    for data in records:
+        if kind == "Example":
+            _collect(Example.FromString(data).features, context)
+            continue
+        message = SequenceExample.FromString(data)
+        _collect(message.context, context)
+        for key, feature_list in message.feature_lists.feature_list.items():
+            s = sequence.setdefault(key, _FeatureStats())
+            s.present += 1
+            for step in feature_list.feature:
+                s.add(step)
+    head = (f"# Feature specs inferred by `queuepipe schema` from the first {len(records)} "
+            f"{kind}s of {source}.\nimport queuepipe as qp\n\n")
+    if kind == "Example":
+        return head + _dict_code("features", _context_specs(context, len(records)))
+    return (head + _dict_code("context_features", _context_specs(context, len(records)))
+            + "\n" + _dict_code("sequence_features", _sequence_specs(sequence, len(records))))
+
+
+def _cmd_schema(args) -> int:
+    scanner = _scanner(args.file, args.compression)
+    records = [data for _, data in itertools.islice(_scan(scanner, lambda n: None), args.n)]
+    print(infer_schema(records, f"'{args.file}'"), end="")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# index
+
+
+def _cmd_index(args) -> int:
+    for path in args.files:
+        if _compression(path, args.compression):
+            raise UsageError(f"cannot index compressed file '{path}': an index holds byte "
+                             "offsets into the file, and a compressed stream cannot be entered "
+                             "at an offset")
+        index = _index_path(path)
+        partial = index + ".partial"
+        try:
+            with open(partial, "w") as out, \
+                    _progress(_file_size(path), f"index {os.path.basename(path)}", "B") as update:
+                n = 0
+                for offset, data in _scan(_scanner(path, "none"), update):
+                    out.write(f"{offset} {len(data) + FRAME_BYTES}\n")
+                    n += 1
+            os.replace(partial, index)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(partial)
+        print(f"{index}: {n} records")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# convert
+
+
+def _cmd_convert(args) -> int:
+    from queuepipe.convert import examples_from
+    from queuepipe.shards import write_shards
+
+    if args.shards < 1:
+        raise UsageError(f"--shards must be >= 1, got {args.shards}")
+    if not os.path.exists(args.src):
+        raise NotFoundError(f"file not found: '{args.src}'")
+    counted = Counter()
+
+    def records():
+        for record in examples_from(args.src, args.format, labels=args.labels):
+            counted["records"] += 1
+            yield record
+
+    options = _COMPRESSIONS[args.compression] or None
+    paths = write_shards(records(), args.out_dir, args.shards, prefix=args.prefix,
+                         options=options, progress=sys.stderr.isatty(), index=not options)
+    for path in paths:
+        print(path)
+    print(f"{counted['records']} records from '{args.src}' in {len(paths)} shards under "
+          f"'{args.out_dir}'")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# bench and demo
+
+
+def _builtin_bench(records: int, batch_size: int) -> None:
+    import numpy as np
+
+    import queuepipe as qp
+    from queuepipe.protos import make_example
+    from queuepipe.shards import write_shards
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(records, 28 * 28), dtype=np.uint8)
+    data = [make_example({"image": image.tobytes(), "label": i % 10}).SerializeToString()
+            for i, image in enumerate(images)]
+    features = {"image": qp.io.FixedLenFeature([], qp.string),
+                "label": qp.io.FixedLenFeature([], qp.int64)}
+    with tempfile.TemporaryDirectory(prefix="queuepipe-bench-") as tmp:
+        start = time.perf_counter()
+        paths = write_shards(data, tmp, 4, progress=False)
+        write_secs = time.perf_counter() - start
+        start = time.perf_counter()
+        seen = 0
+        with qp.Pipeline().as_default():
+            batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
+                                             randomize_input=False)
+            with qp.running():
+                for batch in batches:
+                    seen += len(batch["label"])
+        read_secs = time.perf_counter() - start
+    if seen != records:
+        raise AssertionError(f"bench read {seen} records back, wrote {records}")
+    print(f"write_shards:        {records / write_secs:12,.0f} records/s "
+          f"({records} records, {write_secs:.2f} s)")
+    print(f"read_batch_features: {records / read_secs:12,.0f} records/s "
+          f"(batches of {batch_size}, {read_secs:.2f} s)")
+
+
+def _cmd_bench(args) -> int:
+    suite = None if args.builtin else _checkout_file("benchmarks", "run.py")
+    if suite is not None:
+        return int(_load(suite, "queuepipe_benchmarks_run").main(args.suite_args) or 0)
+    if args.suite_args:
+        raise UsageError(f"arguments {args.suite_args} are for the benchmark suite, which "
+                         "this installation does not have (it lives in a source checkout)")
+    if args.records < 1 or args.batch_size < 1:
+        raise UsageError(f"--records and --batch-size must be >= 1, got {args.records} and "
+                         f"{args.batch_size}")
+    _builtin_bench(args.records, args.batch_size)
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    demo = _checkout_file("examples", "demo.py")
+    if demo is None:
+        raise UsageError("the demo lives in queuepipe's source checkout (examples/demo.py), "
+                         "which this installation does not have")
+    return int(_load(demo, "queuepipe_examples_demo").main(args.demo_args) or 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parser and main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the ``queuepipe`` command, one subparser per subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Look into, check, index and make TFRecord files.",
+        epilog="Exit status: 0 success, 1 bad data, 2 usage error (bad arguments, missing "
+               "file). Run 'queuepipe SUBCOMMAND --help' for each subcommand.")
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    def command(name, func, help_text, description, tfrecords=None):
+        """A subparser; ``tfrecords`` ("one"/"many") adds TFRecord inputs and --compression."""
+        p = sub.add_parser(name, help=help_text, description=description)
+        p.set_defaults(func=func)
+        if tfrecords == "one":
+            p.add_argument("file", metavar="FILE")
+        elif tfrecords == "many":
+            p.add_argument("files", metavar="FILE", nargs="+")
+        if tfrecords:
+            p.add_argument("--compression", choices=sorted(_COMPRESSIONS), default="auto",
+                           help="compression of the TFRecord files (default: recognised from "
+                                "their first bytes)")
+        return p
+
+    p = command("inspect", _cmd_inspect, "print the first records as Examples",
+                "Print the first records of a TFRecord file as Example or SequenceExample "
+                "text (protobuf text format), each with its byte offset.", "one")
+    p.add_argument("-n", type=int, default=3, help="records to print (default 3)")
+    p.add_argument("--max-bytes", type=int, default=200,
+                   help="bytes of a record that is not an Example to print (default 200)")
+
+    p = command("count", _cmd_count, "count the records of TFRecord files",
+                "Print the number of records of each file and the total. A file's "
+                "FILE.index is used when present and up to date; otherwise the file is "
+                "scanned (every checksum checked).", "many")
+    p.add_argument("--no-index", action="store_true", help="always scan, ignoring .index files")
+
+    command("verify", _cmd_verify, "check every checksum of every record",
+            "Check the length and data checksums of every record and the framing of each "
+            "file. Prints OK per good file, and the byte offset and the fault of every "
+            "damaged record; reads on past a damaged record where the framing allows. Exit "
+            "status 1 if any record is damaged.", "many")
+
+    p = command("schema", _cmd_schema, "infer feature specs, printed as Python code",
+                "Infer FixedLenFeature/VarLenFeature specs from the first records: a key "
+                "holding the same number of values in every record is FixedLen, else "
+                "VarLen. Prints Python code to paste (features = {...}).", "one")
+    p.add_argument("-n", type=int, default=100, help="records to look at (default 100)")
+
+    command("index", _cmd_index, "write FILE.index files",
+            "Write FILE.index for each file: one line 'offset length' per record (length "
+            "includes the 16 framing bytes), the format of the tfrecord package and NVIDIA "
+            "DALI. Compressed files cannot be indexed.", "many")
+
+    p = command("convert", _cmd_convert, "convert IDX, CSV or NPZ to TFRecord shards",
+                "Convert a source file to TFRecord shards of Examples (with .index files). "
+                "IDX (MNIST/Fashion-MNIST, raw or gzip): features 'image' (the image's "
+                "bytes) and 'label' (int64); the label file is found by its name, or given "
+                "with --labels. CSV with a header: one feature per column, typed int64, "
+                "float or bytes from its cells. NPZ: one feature per array, one record per "
+                "index of the first axis.")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("out_dir", metavar="OUT_DIR")
+    p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
+    p.add_argument("--format", choices=["idx", "csv", "npz"],
+                   help="format of SRC (default: from its name)")
+    p.add_argument("--labels", metavar="FILE", help="IDX label file (default: found by name)")
+    p.add_argument("--prefix", default="shard", help="shard file name prefix (default shard)")
+    p.add_argument("--compression", choices=["none", "gzip", "zlib"], default="none",
+                   help="compress the shards (then no .index files are written)")
+
+    p = command("bench", _cmd_bench, "measure read throughput",
+                "Run the benchmark suite of a source checkout (benchmarks/run.py; arguments "
+                "after '--' go to it), or, without one or with --builtin, a small check: "
+                "write records to a temporary directory, read them back with "
+                "read_batch_features, print records/s.")
+    p.add_argument("--builtin", action="store_true", help="run the built-in check")
+    p.add_argument("--records", type=int, default=20000,
+                   help="records for the built-in check (default 20000)")
+    p.add_argument("--batch-size", type=int, default=128,
+                   help="batch size for the built-in check (default 128)")
+    p.add_argument("suite_args", nargs="*", metavar="ARG", help=argparse.SUPPRESS)
+
+    p = command("demo", _cmd_demo, "run the end-to-end demo",
+                "Run examples/demo.py of a source checkout; arguments after '--' go to it.")
+    p.add_argument("demo_args", nargs="*", metavar="ARG", help=argparse.SUPPRESS)
+    return parser
+
+
+def _error(command: Optional[str], message: str, status: int) -> int:
+    where = f"{PROG} {command}" if command else PROG
+    print(f"{where}: error: {message}", file=sys.stderr)
+    return status
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the ``queuepipe`` command with ``argv`` (``sys.argv[1:]`` if None).
+
+    Returns:
+      The exit status: 0 success, 1 bad data, 2 usage error; 130 after Ctrl-C.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error argparse already printed (2)
+        return e.code if isinstance(e.code, int) else 2
+    try:
+        return args.func(args)
+    except UsageError as e:
+        return _error(args.command, str(e), 2)
+    except BrokenPipeError:  # the reader of our output went away (`queuepipe inspect | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except FileNotFoundError as e:  # NotFoundError included
+        return _error(args.command, getattr(e, "message", None) or str(e), 2)
+    except (DataLossError, InvalidArgumentError) as e:
+        return _error(args.command, e.message, 1)
+    except OSError as e:
+        return _error(args.command, str(e), 1)
+    except KeyboardInterrupt:
+        return _error(args.command, "interrupted", 130)
+    finally:
+        sys.stdout.flush()
