@@ -123,7 +123,6 @@ def _file_size(path: str) -> Optional[int]:
 
 def _decode(data: bytes):
     """``(kind, message)``: an Example or SequenceExample, or ``("raw bytes", None)``."""
-
     try:
         sequence = SequenceExample.FromString(data)
     except DecodeError:
@@ -262,60 +261,34 @@ class _FeatureStats:
     """What the sampled records hold under one key: kinds, value counts, presence."""
 
     def __init__(self):
-        self.kinds: Counter = Counter()
-        self.counts: set = set()
-        self.present = 0
+        self.kinds: Counter = Counter()  # list kind -> features of that kind
+        self.counts: set = set()  # numbers of values seen (per feature, or per step)
+        self.present = 0  # records holding the key
 
-    def add(self, feature) -> int:
+    def add(self, feature) -> None:
         kind = feature.WhichOneof("kind")
-        values = getattr(feature, kind).value if kind else ()
         if kind:
             self.kinds[kind] += 1
-        self.counts.add(len(values))
-        return len(values)
+        self.counts.add(len(getattr(feature, kind).value) if kind else 0)
 
-    def dtype(self, key: str) -> Tuple[Optional[str], Optional[str]]:
-        """``(dtype code, None)`` or ``(None, a comment explaining why the key is left out)``."""
+    def spec(self, key: str, records: int, sequence: bool) -> str:
+        """The line of Python that declares ``key``, or a comment saying why it is left out."""
         if len(self.kinds) > 1:
-            return None, f"# {key!r} left out: its records disagree on the type {dict(self.kinds)}"
-        if not self.kinds:
-            return "qp.string", None  # only empty features: any dtype parses them
-        return _DTYPES[next(iter(self.kinds))], None
+            return f"# {key!r} left out: its records disagree on the type {dict(self.kinds)}"
+        # A key seen only with empty features parses as any dtype.
+        dtype = _DTYPES[next(iter(self.kinds))] if self.kinds else "qp.string"
+        if len(self.counts) != 1 or (not sequence and self.present < records):
+            return f"{_py_str(key)}: qp.io.VarLenFeature({dtype}),"
+        count = next(iter(self.counts))
+        shape = "[]" if count == 1 else f"[{count}]"
+        if not sequence:
+            return f"{_py_str(key)}: qp.io.FixedLenFeature({shape}, {dtype}),"
+        missing = ", allow_missing=True" if self.present < records else ""
+        return f"{_py_str(key)}: qp.io.FixedLenSequenceFeature({shape}, {dtype}{missing}),"
 
 
-def _shape(count: int) -> str:
-    return "[]" if count == 1 else f"[{count}]"
-
-
-def _context_specs(stats: Dict[str, _FeatureStats], records: int) -> List[str]:
-    lines = []
-    for key in sorted(stats):
-        s = stats[key]
-        dtype, comment = s.dtype(key)
-        if comment:
-            lines.append(comment)
-        elif s.present == records and len(s.counts) == 1:
-            lines.append(f"{_py_str(key)}: qp.io.FixedLenFeature({_shape(next(iter(s.counts)))}, "
-                         f"{dtype}),")
-        else:
-            lines.append(f"{_py_str(key)}: qp.io.VarLenFeature({dtype}),")
-    return lines
-
-
-def _sequence_specs(stats: Dict[str, _FeatureStats], records: int) -> List[str]:
-    lines = []
-    for key in sorted(stats):
-        s = stats[key]
-        dtype, comment = s.dtype(key)
-        if comment:
-            lines.append(comment)
-        elif len(s.counts) == 1:
-            missing = ", allow_missing=True" if s.present < records else ""
-            lines.append(f"{_py_str(key)}: qp.io.FixedLenSequenceFeature("
-                         f"{_shape(next(iter(s.counts)))}, {dtype}{missing}),")
-        else:
-            lines.append(f"{_py_str(key)}: qp.io.VarLenFeature({dtype}),")
-    return lines
+def _specs(stats: Dict[str, _FeatureStats], records: int, sequence: bool = False) -> List[str]:
+    return [stats[key].spec(key, records, sequence) for key in sorted(stats)]
 
 
 def _collect(features, stats: Dict[str, _FeatureStats]) -> None:
@@ -382,9 +355,9 @@ def infer_schema(records: Sequence[bytes], source: str = "the records") -> str:
     head = (f"# Feature specs inferred by `queuepipe schema` from the first {len(records)} "
             f"{kind}s of {source}.\nimport queuepipe as qp\n\n")
     if kind == "Example":
-        return head + _dict_code("features", _context_specs(context, len(records)))
-    return (head + _dict_code("context_features", _context_specs(context, len(records)))
-            + "\n" + _dict_code("sequence_features", _sequence_specs(sequence, len(records))))
+        return head + _dict_code("features", _specs(context, len(records)))
+    return (head + _dict_code("context_features", _specs(context, len(records)))
+            + "\n" + _dict_code("sequence_features", _specs(sequence, len(records), True)))
 
 
 def _cmd_schema(args) -> int:
@@ -429,8 +402,6 @@ def _cmd_convert(args) -> int:
     from queuepipe.convert import examples_from
     from queuepipe.shards import write_shards
 
-    if args.shards < 1:
-        raise UsageError(f"--shards must be >= 1, got {args.shards}")
     if not os.path.exists(args.src):
         raise NotFoundError(f"file not found: '{args.src}'")
     counted = Counter()
@@ -495,9 +466,6 @@ def _cmd_bench(args) -> int:
     if args.suite_args:
         raise UsageError(f"arguments {args.suite_args} are for the benchmark suite, which "
                          "this installation does not have (it lives in a source checkout)")
-    if args.records < 1 or args.batch_size < 1:
-        raise UsageError(f"--records and --batch-size must be >= 1, got {args.records} and "
-                         f"{args.batch_size}")
     _builtin_bench(args.records, args.batch_size)
     return 0
 
@@ -512,6 +480,17 @@ def _cmd_demo(args) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # The parser and main
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -540,8 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("inspect", _cmd_inspect, "print the first records as Examples",
                 "Print the first records of a TFRecord file as Example or SequenceExample "
                 "text (protobuf text format), each with its byte offset.", "one")
-    p.add_argument("-n", type=int, default=3, help="records to print (default 3)")
-    p.add_argument("--max-bytes", type=int, default=200,
+    p.add_argument("-n", type=_positive_int, default=3, help="records to print (default 3)")
+    p.add_argument("--max-bytes", type=_positive_int, default=200,
                    help="bytes of a record that is not an Example to print (default 200)")
 
     p = command("count", _cmd_count, "count the records of TFRecord files",
@@ -560,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "Infer FixedLenFeature/VarLenFeature specs from the first records: a key "
                 "holding the same number of values in every record is FixedLen, else "
                 "VarLen. Prints Python code to paste (features = {...}).", "one")
-    p.add_argument("-n", type=int, default=100, help="records to look at (default 100)")
+    p.add_argument("-n", type=_positive_int, default=100, help="records to look at (default 100)")
 
     command("index", _cmd_index, "write FILE.index files",
             "Write FILE.index for each file: one line 'offset length' per record (length "
@@ -576,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "index of the first axis.")
     p.add_argument("src", metavar="SRC")
     p.add_argument("out_dir", metavar="OUT_DIR")
-    p.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
+    p.add_argument("--shards", type=_positive_int, required=True, metavar="N", help="number of shards")
     p.add_argument("--format", choices=["idx", "csv", "npz"],
                    help="format of SRC (default: from its name)")
     p.add_argument("--labels", metavar="FILE", help="IDX label file (default: found by name)")
@@ -590,9 +569,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "write records to a temporary directory, read them back with "
                 "read_batch_features, print records/s.")
     p.add_argument("--builtin", action="store_true", help="run the built-in check")
-    p.add_argument("--records", type=int, default=20000,
+    p.add_argument("--records", type=_positive_int, default=20000,
                    help="records for the built-in check (default 20000)")
-    p.add_argument("--batch-size", type=int, default=128,
+    p.add_argument("--batch-size", type=_positive_int, default=128,
                    help="batch size for the built-in check (default 128)")
     p.add_argument("suite_args", nargs="*", metavar="ARG", help=argparse.SUPPRESS)
 

@@ -226,6 +226,10 @@ def test_bad_arguments_exit_2(capsys):
     assert re.search(r"^queuepipe count: error: the following arguments are required: FILE$",
                      err, re.M)
     assert run(capsys, "inspect", "-n", "many", "x")[0] == 2
+    status, _, err = run(capsys, "schema", "-n", "-1", "x")
+    assert status == 2
+    assert err.splitlines()[-1] == ("queuepipe schema: error: argument -n: must be a positive "
+                                    "integer, got '-1'")
 
 
 def test_not_a_tfrecord_file_is_bad_data(capsys, golden_dir):
@@ -455,7 +459,9 @@ def test_convert_errors(capsys, tmp_path):
     assert re.fullmatch(r"queuepipe convert: error: '.*bad\.csv' line 2: 1 fields, but the "
                         r"header names 2 columns\n", err)
     status, _, err = run(capsys, "convert", bad, tmp_path / "out", "--shards", 0)
-    assert (status, err) == (2, "queuepipe convert: error: --shards must be >= 1, got 0\n")
+    assert status == 2
+    assert err.splitlines()[-1] == ("queuepipe convert: error: argument --shards: must be a "
+                                    "positive integer, got '0'")
     assert run(capsys, "convert", bad, tmp_path / "out")[0] == 2  # --shards is required
 
 
