@@ -44,6 +44,7 @@ from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
 from queuepipe.readers import TFRecordReader
 from queuepipe.records import masked_crc32c
 from queuepipe.remote import glob, open_file
+from queuepipe.shards import read_index
 
 __all__ = ["Shard", "shard_info", "FileShare", "shard_files", "ShardedTFRecordReader"]
 
@@ -179,7 +180,7 @@ def shard_files(files: Union[str, bytes, Sequence[Union[str, bytes]]],
     return FileShare(names, shard)
 
 
-_FRAME = struct.Struct("<QI")  # a record's header: data length, masked crc of those 8 bytes
+_HEADER = struct.Struct("<QI")  # a record's header: data length, masked crc of those 8 bytes
 _FOOTER = struct.Struct("<I")  # masked crc of the data
 
 
@@ -216,6 +217,7 @@ class ShardedTFRecordReader(TFRecordReader):
         self._file = None
         self._path = ""
         self._position = 0  # records scanned so far in the current file (scanning mode)
+        self._skipped_by_index = 0  # damaged records passed over in indexed mode
 
     def _start(self, filename) -> None:
         self._path = os.fsdecode(filename)
@@ -281,28 +283,30 @@ class ShardedTFRecordReader(TFRecordReader):
         """
         self._file.seek(offset)
         frame = self._file.read(length)
-        data_length = length - _FRAME.size - _FOOTER.size
-        problem = None
+        data_length = length - _HEADER.size - _FOOTER.size
+        problem, where = None, offset
         if len(frame) < length:
             problem = (f"truncated record at {offset}: the index says {length} bytes but the "
                        f"file ends after {len(frame)}")
         else:
-            stored_length, length_crc = _FRAME.unpack_from(frame)
+            stored_length, length_crc = _HEADER.unpack_from(frame)
             if masked_crc32c(frame[:8]) != length_crc or stored_length != data_length:
                 problem = (f"corrupted record at {offset}: its header does not match the "
                            f"index ({length} bytes; length checksum mismatch or stale index)")
             else:
-                data = frame[_FRAME.size:_FRAME.size + data_length]
-                (data_crc,) = _FOOTER.unpack_from(frame, _FRAME.size + data_length)
+                data = frame[_HEADER.size:_HEADER.size + data_length]
+                (data_crc,) = _FOOTER.unpack_from(frame, _HEADER.size + data_length)
                 if masked_crc32c(data) == data_crc:
                     return data
-                problem = (f"corrupted record at {offset + _FRAME.size}: data checksum "
-                           f"mismatch over {data_length} data bytes of the record at {offset}")
+                # As TensorFlow and TFRecordReader, name the offset of the data that failed.
+                where = offset + _HEADER.size
+                problem = (f"corrupted record at {where}: data checksum mismatch over "
+                           f"{data_length} data bytes of the record at {offset}")
         message = f"{problem} in file '{self._path}'"
         if self._corrupt_records == "raise":
-            raise DataLossError(message, path=self._path, offset=offset)
+            raise DataLossError(message, path=self._path, offset=where)
         _log.warning("skipping damaged data: %s", message)
-        self._skipped_before += 1
+        self._skipped_by_index += 1
         return None
 
     def _stop(self) -> None:
@@ -313,11 +317,18 @@ class ShardedTFRecordReader(TFRecordReader):
             self._file = None
             self._entries = None
 
+    def num_records_skipped(self) -> int:
+        """Damaged records (or stretches, when scanning) passed over with ``"skip"``."""
+        return super().num_records_skipped() + self._skipped_by_index
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._skipped_by_index = 0
+
 
 def _index_entries(path: str) -> Optional[List[Tuple[int, int]]]:
     """The ``(offset, length)`` of every record of ``path`` from ``path + ".index"``, or None
     when there is no index."""
-    from queuepipe.shards import read_index
     try:
         entries = read_index(path + ".index")
     except NotFoundError:
