@@ -140,7 +140,7 @@ class QueueMonitor:
         self._interval = interval
         self._user_coord = coord
         self._history_size = history_size
-        self._lock = threading.Lock()  # guards _history
+        self._lock = threading.Lock()  # guards _history; held for a whole sample
         self._history: Dict[str, Deque[Sample]] = {}
         self._coord: Optional[Coordinator] = None
         self._thread: Optional[LooperThread] = None
@@ -201,12 +201,12 @@ class QueueMonitor:
           queue name -> this sample.
         """
         taken = {}
-        for queue in self._pipeline.queues:
-            stats = queue.stats()
-            taken[queue.name] = Sample(
-                time.monotonic(), stats["size"], stats["capacity"], stats["enqueued"],
-                stats["dequeued"], stats["consumer_wait_secs"], stats["producer_wait_secs"])
-        with self._lock:
+        with self._lock:  # one sample at a time, so each queue's history stays in time order
+            for queue in self._pipeline.queues:
+                stats = queue.stats()
+                taken[queue.name] = Sample(
+                    time.monotonic(), stats["size"], stats["capacity"], stats["enqueued"],
+                    stats["dequeued"], stats["consumer_wait_secs"], stats["producer_wait_secs"])
             for name, sample in taken.items():
                 if name not in self._history:
                     self._history[name] = deque(maxlen=self._history_size)
