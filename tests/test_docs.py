@@ -6,6 +6,7 @@ that does not exist. These tests need the ``docs`` extra (``pip install -e '.[do
 they fail rather than skip, because CI must build the docs.
 """
 
+import importlib
 import importlib.util
 import os
 import pkgutil
@@ -105,12 +106,24 @@ def test_every_public_name_is_in_the_reference(site):
     assert not missing, f"public names missing from the API pages (docs/api/*.md): {missing}"
 
 
+def public_modules(package):
+    """The public modules of ``package`` and, recursively, of its public subpackages."""
+    found = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        name = f"{package.__name__}.{info.name}"
+        found.add(name)
+        if info.ispkg:
+            found |= public_modules(importlib.import_module(name))
+    return found
+
+
 def test_every_public_module_has_a_reference_page():
     directives = set()
-    for file in os.listdir(API):
-        with open(os.path.join(API, file), encoding="utf-8") as page:
-            directives.update(re.findall(r"^::: ([\w.]+)", page.read(), re.MULTILINE))
-    modules = {f"queuepipe.{info.name}" for info in pkgutil.iter_modules(queuepipe.__path__)
-               if not info.name.startswith("_")}
-    missing = sorted(modules - directives)
-    assert not missing, f"modules without a '::: module' directive in docs/api/*.md: {missing}"
+    for folder, _, files in os.walk(API):
+        for file in files:
+            with open(os.path.join(folder, file), encoding="utf-8") as page:
+                directives.update(re.findall(r"^::: ([\w.]+)", page.read(), re.MULTILINE))
+    missing = sorted(public_modules(queuepipe) - directives)
+    assert not missing, f"modules without a '::: module' directive in docs/api/: {missing}"
