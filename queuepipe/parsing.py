@@ -83,7 +83,7 @@ class FixedLenFeature(collections.namedtuple(
     """A feature with a fixed number of values, parsed into a dense array of ``shape``.
 
     Attributes:
-      shape: the shape of one record's value (``[]`` for a scalar).
+      shape: the shape of one record's value (``[]`` for a scalar), kept as a tuple.
       dtype: ``qp.int64``, ``qp.float32`` or ``qp.string`` (or a NumPy dtype or name of one).
       default_value: used when a record lacks the feature; ``None`` makes it required. It must
         have ``prod(shape)`` elements (a scalar for ``shape=[]``).
@@ -95,7 +95,7 @@ class FixedLenFeature(collections.namedtuple(
     __slots__ = ()
 
     def __new__(cls, shape, dtype, default_value=None):
-        _spec_shape(shape, "FixedLenFeature")
+        shape = _spec_shape(shape, "FixedLenFeature")
         _spec_dtype(dtype, "FixedLenFeature")
         return super().__new__(cls, shape, dtype, default_value)
 
@@ -129,7 +129,7 @@ class FixedLenSequenceFeature(collections.namedtuple(
     __slots__ = ()
 
     def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
-        _spec_shape(shape, "FixedLenSequenceFeature")
+        shape = _spec_shape(shape, "FixedLenSequenceFeature")
         _spec_dtype(dtype, "FixedLenSequenceFeature")
         return super().__new__(cls, shape, dtype, allow_missing, default_value)
 
@@ -363,67 +363,76 @@ def _dtype_mismatch(feature, kind):
 
 # Groups smaller than this are parsed record by record: walking a template costs more.
 _MIN_GROUP = 4
-# How many templates to try within one group of equal-length records.
+# How many templates to walk within one group of equal-length records.
 _MAX_TEMPLATES = 3
+# (requested keys, record length) -> the Layout that last served; a batch tries it first.
+_LAYOUTS: Dict[Tuple[Tuple[str, ...], int], _layout.Layout] = {}
+_MAX_LAYOUTS = 256
 
 
 def _parse_fast(records, features, sinks):
     """Parses every record it can by layout groups; returns the indices left for the parser.
 
-    A group's values are written only after its template proved valid for every feature
-    (present with the right list and count, or absent with a default); anything else leaves
-    the records to :func:`_parse_record`, which raises TF's error for the first bad one.
+    A group's values are written only when its template parses cleanly with ``features``
+    (present with the right list and count, or absent with a default); the records of a
+    template that does not are left to :func:`_parse_record`, which raises TF's error for
+    the first bad record in batch order.
     """
-    by_length = collections.defaultdict(list)
-    for index, data in enumerate(records):
-        by_length[len(data)].append(index)
+    lengths = np.fromiter(map(len, records), dtype=np.intp, count=len(records))
+    keys = tuple(feature.key for feature in features)
     left = []
-    for length, indices in by_length.items():
-        rows = np.asarray(indices)
-        block = None
-        for _ in range(_MAX_TEMPLATES):
-            if len(rows) < _MIN_GROUP:
-                break
-            if block is None:
-                block = np.frombuffer(b"".join([records[i] for i in rows]),
-                                      dtype=np.uint8).reshape(len(rows), length)
-            matched = _parse_group(block, features, sinks, rows)
-            if matched is None:  # the template cannot serve: try the next record
-                matched = np.zeros(len(rows), dtype=bool)
-                left.append(int(rows[0]))
-                matched[0] = True
-            block, rows = block[~matched], rows[~matched]
+    uniform = len(lengths) and lengths.min() == lengths.max()
+    for length in [lengths[0]] if uniform else np.unique(lengths).tolist():
+        rows = np.arange(len(lengths)) if uniform else np.flatnonzero(lengths == length)
+        if len(rows) >= _MIN_GROUP:
+            block = np.frombuffer(b"".join([records[i] for i in rows]),
+                                  dtype=np.uint8).reshape(len(rows), length)
+            rows = _parse_length_group(block, rows, keys, features, sinks, left)
         left.extend(rows.tolist())
-    return sorted(left)
+    left.sort()
+    return left
 
 
-def _parse_group(block, features, sinks, rows):
-    """Decodes the records of ``block`` laid out as its first row; returns which matched.
+def _parse_length_group(block, rows, keys, features, sinks, left):
+    """Decodes the rows of ``block`` (records of one length) that share a layout.
 
-    Returns None (nothing written) when the first row's layout is not one the fast path
-    handles, or when it would not parse cleanly with ``features``.
+    Returns the rows not decoded; rows of a template that would not parse go to ``left``.
     """
-    layout = _layout.example_layout(block[0].tobytes(), [f.key for f in features])
-    if layout is None:
-        return None
-    for feature in features:
-        if not _template_fits(feature, layout.features.get(feature.key)):
-            return None
-    matched = layout.matches(block)
-    if not matched.any():
-        return matched
-    group, group_rows = block[matched], rows[matched]
+    layout = _LAYOUTS.get((keys, block.shape[1]))
+    for _ in range(_MAX_TEMPLATES + 1):
+        if len(rows) < _MIN_GROUP:
+            break
+        if layout is None:
+            layout = _layout.example_layout(block[0].tobytes(), keys)
+            if layout is None:  # an encoding the walk does not handle: try the next record
+                left.append(int(rows[0]))
+                block, rows = block[1:], rows[1:]
+                continue
+            if len(_LAYOUTS) >= _MAX_LAYOUTS:
+                _LAYOUTS.clear()
+            _LAYOUTS[keys, block.shape[1]] = layout
+        matched = layout.matches(block)
+        if all(_template_fits(f, layout.features.get(f.key)) for f in features):
+            _decode_group(block[matched], rows[matched], layout, features, sinks)
+        else:
+            left.extend(rows[matched].tolist())
+        block, rows = block[~matched], rows[~matched]
+        layout = None
+    return rows
+
+
+def _decode_group(block, rows, layout, features, sinks):
+    """Writes the values of ``block``'s records, all laid out as ``layout``, into ``sinks``."""
+    if not len(rows):
+        return
     for feature, sink in zip(features, sinks):
         values = layout.features.get(feature.key)
-        if values is None or values.list_name is None:  # absent: the default, or no values
-            if feature.kind == _FIXED:
-                sink.put_block(group_rows, np.broadcast_to(feature.default,
-                                                           (len(group), feature.size)))
-            else:
-                sink.put_block(group_rows, np.empty((len(group), 0), dtype=feature.dtype))
-        else:
-            sink.put_block(group_rows, values.decode(group))
-    return matched
+        if values is not None and values.list_name is not None:
+            sink.put_block(rows, values.decode(block))
+        elif feature.kind == _FIXED:  # absent: the default
+            sink.put_block(rows, np.broadcast_to(feature.default, (len(rows), feature.size)))
+        else:  # absent: no values
+            sink.put_block(rows, np.empty((len(rows), 0), dtype=feature.dtype))
 
 
 def _template_fits(feature, values):
@@ -454,6 +463,8 @@ def _batch_records(serialized):
             raise ValueError(f"serialized must be 1-D, got shape {serialized.shape}")
         serialized = serialized.tolist()
     records = list(serialized)
+    if set(map(type, records)) <= {bytes}:
+        return records
     for index, data in enumerate(records):
         if not isinstance(data, bytes):
             if not isinstance(data, (bytearray, memoryview)):
@@ -482,7 +493,25 @@ def _parse_batch(records, features, names, fast=True):
     return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
 
 
+_CONFIGS: Dict[Any, List[_Feature]] = {}
+
+
 def _example_features(features):
+    """The normalized features of a parse_example spec; cached while the spec is hashable."""
+    try:
+        cache_key = tuple(features.items())
+        return _CONFIGS[cache_key]
+    except (TypeError, AttributeError):  # unhashable (a list default), or not a dict
+        return _new_example_features(features)
+    except KeyError:
+        parsed = _new_example_features(features)
+        if len(_CONFIGS) >= _MAX_LAYOUTS:
+            _CONFIGS.clear()
+        _CONFIGS[cache_key] = parsed
+        return parsed
+
+
+def _new_example_features(features):
     parsed = _features(features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature),
                        "features")
     for feature, spec in zip(parsed, features.values()):
@@ -556,6 +585,11 @@ def _unbatch(value):
     return value[0]
 
 
+def _shaped(values, shape):
+    """A flat array as ``shape``; a scalar comes out as a NumPy scalar or ``bytes``."""
+    return values[0] if shape == () else values.reshape(shape)
+
+
 def _sparse_1d(values):
     return SparseValue(np.arange(len(values), dtype=np.int64)[:, None], values,
                        np.array([len(values)], dtype=np.int64))
@@ -574,7 +608,7 @@ def _context(message, features, name):
                 raise InvalidArgumentError(
                     f"Name: {name}, Feature: {feature.key} (data type: {feature.tf_dtype}) is "
                     f"required but could not be found.")
-            out[feature.key] = feature.default.reshape(feature.shape)
+            out[feature.key] = _shaped(feature.default, feature.shape)
             continue
         kind = entry.WhichOneof("kind")
         if kind is not None and kind != feature.list_name:
@@ -589,7 +623,7 @@ def _context(message, features, name):
                 f"Name: {name}, Inconsistent max number of elements for feature "
                 f"{feature.key}: expected {feature.size}, but found {len(values)}")
         else:
-            out[feature.key] = values.reshape(feature.shape)
+            out[feature.key] = _shaped(values, feature.shape)
     return out
 
 

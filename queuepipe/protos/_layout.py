@@ -68,6 +68,7 @@ class FeatureValues:
         self.spans = []  # bytes_list: (start, size) of each value
         self.float_columns = []  # float_list: the 4 byte columns of each value
         self.varints = []  # int64_list: (start, size) of each varint
+        self._by_size = None
 
     def decode(self, block):
         """The values of every row of ``block`` (uint8 ``[rows, length]``): ``[rows, count]``."""
@@ -81,8 +82,12 @@ class FeatureValues:
         rows = len(block)
         out = np.empty((rows, self.count), dtype=object)
         for j, (start, size) in enumerate(self.spans):
-            data = np.ascontiguousarray(block[:, start:start + size]).tobytes()
-            out[:, j] = [data[k * size:(k + 1) * size] for k in range(rows)]
+            if size == 0:
+                out[:, j] = [b""] * rows
+                continue
+            # A void view's tolist() gives one bytes object per row, trailing zeros kept.
+            raw = np.ascontiguousarray(block[:, start:start + size])
+            out[:, j] = raw.view(f"V{size}").ravel().tolist()
         return out
 
     def _floats(self, block):
@@ -94,14 +99,18 @@ class FeatureValues:
         return np.ascontiguousarray(raw).view("<f4").astype(np.float32)
 
     def _int64s(self, block):
+        if self._by_size is None:  # the varints grouped by byte size, worked out once
+            starts = np.asarray([start for start, _ in self.varints], dtype=np.intp)
+            sizes = np.asarray([size for _, size in self.varints], dtype=np.intp)
+            by_size = []
+            for size in np.unique(sizes).tolist():
+                which = np.flatnonzero(sizes == size)
+                by_size.append((which, starts[which][:, None] + np.arange(size),
+                                np.arange(size, dtype=np.uint64) * np.uint64(7)))
+            self._by_size = by_size  # published whole: other threads may share this layout
         out = np.empty((len(block), self.count), dtype=np.int64)
-        starts = np.asarray([start for start, _ in self.varints], dtype=np.intp)
-        sizes = np.asarray([size for _, size in self.varints], dtype=np.intp)
-        for size in np.unique(sizes):
-            which = np.flatnonzero(sizes == size)
-            raw = block[:, starts[which][:, None] + np.arange(size)]  # [rows, values, size]
-            parts = (raw & 0x7F).astype(np.uint64) << (
-                np.arange(size, dtype=np.uint64) * np.uint64(7))
+        for which, columns, shifts in self._by_size:
+            parts = (block[:, columns] & 0x7F).astype(np.uint64) << shifts  # [rows, n, size]
             out[:, which] = np.bitwise_or.reduce(parts, axis=2).view(np.int64)
         return out
 
@@ -224,8 +233,6 @@ def _int64(data, pos, end, values, free, continuation):
     """Records the varint at ``pos`` as a value; returns the position after it."""
     _, stop = _varint(data, pos, end)
     values.varints.append((pos, stop - pos))
-    # A 10th byte holds only the top bit: pin it whole, so that no matching row overflows.
-    varying = stop - 1 if stop - pos == _MAX_VARINT_BYTES else stop
-    free[pos:varying] = True
-    continuation[pos:varying] = True
+    free[pos:stop] = True
+    continuation[pos:stop] = True
     return stop

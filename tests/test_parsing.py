@@ -1,0 +1,593 @@
+"""Tests of queuepipe.parsing against TensorFlow 2.21's outputs and errors (shared/golden)."""
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import queuepipe as qp
+from queuepipe import parsing
+from queuepipe.errors import InvalidArgumentError
+from queuepipe.protos import Example, Feature, make_example
+
+
+# --- Golden data ----------------------------------------------------------------------------
+
+@pytest.fixture
+def golden(golden_dir):
+    """(manifest, expected outputs, the 40 serialized golden Examples, the folder)."""
+    path = golden_dir
+    with open(os.path.join(path, "manifest.json")) as f:
+        manifest = json.load(f)
+    # Object arrays (TF's string outputs) are pickled in the npz; the file is ours to trust.
+    expected = np.load(os.path.join(path, "expected.npz"), allow_pickle=True)
+    count = manifest["files"]["examples.tfrecord"]["records"]
+    raw = [expected[f"raw.examples.{i}"].tobytes() for i in range(count)]
+    return manifest, expected, raw, path
+
+
+def _spec(feature):
+    """A queuepipe spec from the manifest's JSON description of a TF spec."""
+    if feature["kind"] == "fixed":
+        return qp.FixedLenFeature(feature["shape"], feature["dtype"], feature.get("default"))
+    if feature["kind"] == "var":
+        return qp.VarLenFeature(feature["dtype"])
+    return qp.FixedLenSequenceFeature(feature["shape"], feature["dtype"],
+                                      feature.get("allow_missing", False),
+                                      feature.get("default"))
+
+
+def _specs(description):
+    return {key: _spec(feature) for key, feature in description.items()}
+
+
+def _cases(manifest, api):
+    return [case for case in manifest["cases"] if case["api"] == api]
+
+
+def _tfrecords(path):
+    """The payloads of a TFRecord file (framing only; checksums are the records module's)."""
+    data, pos, out = open(path, "rb").read(), 0, []
+    while pos < len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        out.append(data[pos + 12:pos + 12 + length])
+        pos += 16 + length
+    return out
+
+
+def _assert_same(got, want, what):
+    """``got`` equals TF's ``want``: values (NaN == NaN), dtype and shape."""
+    if want.dtype.kind == "S":  # npz stores a scalar string as a 0-d bytes array
+        assert isinstance(got, bytes) and got == want[()], what
+        return
+    got_array = np.asarray(got)
+    np.testing.assert_array_equal(got_array, want, err_msg=what)
+    assert (got_array.dtype, got_array.shape) == (want.dtype, want.shape), what
+
+
+def _assert_output(got, expected, prefix):
+    for key, value in got.items():
+        if isinstance(value, qp.SparseValue):
+            for part in ("indices", "values", "dense_shape"):
+                _assert_same(getattr(value, part), expected[f"{prefix}.{key}.{part}"],
+                             f"{prefix}.{key}.{part}")
+        else:
+            _assert_same(value, expected[f"{prefix}.{key}"], f"{prefix}.{key}")
+
+
+def _both_paths(records, spec, example_names=None):
+    """parse_example's result by the fast path and by the per-record path, which must agree."""
+    features = parsing._example_features(spec)
+    fast = parsing._parse_batch(records, features, example_names, fast=True)
+    general = parsing._parse_batch(records, features, example_names, fast=False)
+    _assert_equal_outputs(fast, general)
+    return fast
+
+
+def _assert_equal_outputs(a, b):
+    assert list(a) == list(b)
+    for key in a:
+        if isinstance(a[key], qp.SparseValue):
+            for part_a, part_b in zip(a[key], b[key]):
+                np.testing.assert_array_equal(part_a, part_b)
+                assert part_a.dtype == part_b.dtype
+        else:
+            np.testing.assert_array_equal(a[key], b[key])
+            assert (a[key].dtype, a[key].shape) == (b[key].dtype, b[key].shape)
+
+
+def test_parse_example_matches_tensorflow_for_every_golden_spec(golden):
+    manifest, expected, raw, _ = golden
+    cases = _cases(manifest, "parse_example")
+    assert len(cases) == 3
+    for case in cases:
+        spec = _specs(case["spec"])
+        got = qp.parse_example(raw, spec)
+        assert list(got) == list(spec)
+        _assert_output(got, expected, f"parse_example.{case['spec_name']}")
+        _assert_output(_both_paths(raw, spec), expected, f"parse_example.{case['spec_name']}")
+
+
+def test_parse_single_example_matches_tensorflow_record_by_record(golden):
+    manifest, expected, raw, _ = golden
+    for case in _cases(manifest, "parse_example"):
+        if not case["also_single"]:
+            continue
+        spec = _specs(case["spec"])
+        for i, record in enumerate(raw):
+            got = qp.parse_single_example(record, spec)
+            _assert_output(got, expected, f"parse_single_example.{case['spec_name']}.{i}")
+
+
+def test_parse_single_sequence_example_matches_tensorflow(golden):
+    manifest, expected, _, path = golden
+    (case,) = _cases(manifest, "parse_single_sequence_example")
+    records = _tfrecords(os.path.join(path, case["file"]))
+    assert len(records) == manifest["files"][case["file"]]["records"]
+    for i, record in enumerate(records):
+        context, sequence = qp.parse_single_sequence_example(
+            record, _specs(case["context_spec"]), _specs(case["sequence_spec"]))
+        _assert_output(context, expected, f"parse_single_sequence_example.{i}.context")
+        _assert_output(sequence, expected, f"parse_single_sequence_example.{i}.sequence")
+
+
+BAD_SPEC_MESSAGES = {
+    "missing_required": r"^Name: <unknown>, Feature: opt \(data type: float\) is required but "
+                        r"could not be found\. Record index: 1 \(give the FixedLenFeature a "
+                        r"default_value if the feature may be absent\)$",
+    "wrong_dtype": r"^Name: <unknown>, Key: label, Index: 0\.  Data types don't match\. Data "
+                   r"type: int64 but expected type: float$",
+    "wrong_shape": r"^Name: <unknown>, Key: pair, Index: 0\.  Number of float values != "
+                   r"expected\.  Values size: 2 but output shape: \[3\]$",
+}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_bad_specs_raise_tensorflows_error(golden, fast):
+    manifest, _, raw, _ = golden
+    assert set(manifest["bad_specs"]) == set(BAD_SPEC_MESSAGES)
+    for bad_name, bad in manifest["bad_specs"].items():
+        # TF's own words (the part after its op prefix) are in ours.
+        tf_words = bad["tf_error"].split("}} ", 1)[1].split(" [Op:")[0]
+        tf_words = tf_words.replace("Name: <unknown>, ", "")
+        features = parsing._example_features(_specs(bad["spec"]))
+        with pytest.raises(InvalidArgumentError, match=BAD_SPEC_MESSAGES[bad_name]) as info:
+            parsing._parse_batch(raw, features, None, fast=fast)
+        assert tf_words in str(info.value)
+
+
+def test_errors_name_the_record_by_its_example_name(golden):
+    _, _, raw, _ = golden
+    names = [f"examples.tfrecord:{i * 100}".encode() for i in range(len(raw))]
+    with pytest.raises(InvalidArgumentError, match=r"^Name: examples\.tfrecord:100, Feature: "
+                                                   r"opt \(data type: float\) is required"):
+        qp.parse_example(raw, {"opt": qp.FixedLenFeature([], qp.float32)}, example_names=names)
+    with pytest.raises(InvalidArgumentError, match=r"^Name: rec-7, Key: label, Index: 0\.  "
+                                                   r"Data types don't match"):
+        qp.parse_single_example(raw[7], {"label": qp.FixedLenFeature([], qp.string)},
+                                example_names="rec-7")
+
+
+def test_round_trip_through_make_example_with_the_golden_specs(golden):
+    manifest, expected, raw, _ = golden
+    # Rebuild every golden Example from TF's own parsed values, then parse it again.
+    rebuilt = []
+    for i in range(len(raw)):
+        values = {key: expected[f"parse_example.fixed_scalars.{key}"][i]
+                  for key in ("id", "label", "weight", "name", "image", "pair", "big")}
+        values["name"] = [values["name"]]
+        for key in ("tags", "words"):
+            sparse = [expected[f"parse_example.defaults_and_varlen.{key}.{part}"]
+                      for part in ("indices", "values")]
+            values[key] = sparse[1][sparse[0][:, 0] == i].tolist()
+        if expected["parse_example.defaults_and_varlen.opt"][i] != -7.0:
+            values["opt"] = expected["parse_example.defaults_and_varlen.opt"][i]
+        rebuilt.append(make_example(values).SerializeToString())
+    for case in _cases(manifest, "parse_example"):
+        _assert_output(_both_paths(rebuilt, _specs(case["spec"])), expected,
+                       f"parse_example.{case['spec_name']}")
+
+
+# --- Spec checking and TF's other rules -------------------------------------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda: qp.FixedLenFeature([], qp.int32), lambda: qp.VarLenFeature("float64"),
+    lambda: qp.FixedLenSequenceFeature([2], np.uint8, allow_missing=True),
+])
+def test_only_int64_float32_and_string_are_parseable(make):
+    with pytest.raises(ValueError, match=r"^\w+Feature: unsupported dtype .*(int32|float64|uint8)"
+                                         r".*; an Example holds only int64, float32 and string"):
+        make()
+
+
+def test_dtypes_may_be_given_as_qp_dtypes_numpy_dtypes_or_names():
+    record = make_example({"a": 3}).SerializeToString()
+    for dtype in (qp.int64, np.int64, np.dtype("int64"), "int64"):
+        assert qp.parse_single_example(record, {"a": qp.FixedLenFeature([], dtype)})["a"] == 3
+
+
+def test_shape_must_be_fully_defined():
+    with pytest.raises(ValueError, match=r"^FixedLenFeature: shape must be a fully defined"):
+        qp.FixedLenFeature([None, 2], qp.float32)
+
+
+def test_fixed_len_sequence_feature_in_parse_example_needs_allow_missing():
+    with pytest.raises(ValueError, match=r"^feature 'x': Unsupported: FixedLenSequenceFeature "
+                                         r"requires allow_missing to be True\.$"):
+        qp.parse_example([b""], {"x": qp.FixedLenSequenceFeature([], qp.int64)})
+
+
+def test_default_value_must_fit_the_shape():
+    with pytest.raises(ValueError, match=r"^feature 'x': default_value \[1, 2\] has 2 elements "
+                                         r"but shape \[3\] needs 3$"):
+        qp.parse_example([b""], {"x": qp.FixedLenFeature([3], qp.int64, [1, 2])})
+
+
+def test_packed_and_unpacked_lists_parse_alike():
+    # Features {"f": float_list [1.5, -2]} and {"i": int64_list [1, 300]}, written by hand.
+    floats = struct.pack("<2f", 1.5, -2.0)
+    packed_f = b"\x12\x0a\x0a\x08" + floats
+    unpacked_f = b"\x12\x0a\x0d" + floats[:4] + b"\x0d" + floats[4:]
+    packed_i = b"\x1a\x05\x0a\x03\x01\xac\x02"
+    unpacked_i = b"\x1a\x05\x08\x01\x08\xac\x02"
+
+    def example(key, feature):
+        entry = b"\x0a\x01" + key + b"\x12" + bytes([len(feature)]) + feature
+        features = b"\x0a" + bytes([len(entry)]) + entry
+        return b"\x0a" + bytes([len(features)]) + features
+
+    spec = {"f": qp.FixedLenFeature([2], qp.float32, [0.0, 0.0]),
+            "i": qp.FixedLenFeature([2], qp.int64, [0, 0])}
+    records = [example(b"f", packed_f), example(b"f", unpacked_f),
+               example(b"i", packed_i), example(b"i", unpacked_i)] * 4
+    out = _both_paths(records, spec)
+    np.testing.assert_array_equal(out["f"], [[1.5, -2]] * 2 + [[0, 0]] * 2 + ([[1.5, -2]] * 2
+                                                                           + [[0, 0]] * 2) * 3)
+    np.testing.assert_array_equal(out["i"][:4], [[0, 0], [0, 0], [1, 300], [1, 300]])
+
+
+def test_a_feature_with_no_list_counts_as_absent_as_in_tensorflow():
+    # TF's fast parser skips a Feature whose oneof is unset: FixedLen takes its default.
+    record = make_example({"x": Feature(), "y": [], "z": 1}).SerializeToString()
+    spec = {"x": qp.FixedLenFeature([], qp.float32, 9.0), "y": qp.VarLenFeature(qp.string),
+            "z": qp.FixedLenFeature([], qp.int64)}
+    out = _both_paths([record] * 5, spec)
+    np.testing.assert_array_equal(out["x"], [9.0] * 5)
+    assert out["y"].values.shape == (0,) and list(out["y"].dense_shape) == [5, 0]
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Feature: x \(data type: "
+                                                   r"float\) is required"):
+        qp.parse_single_example(record, {"x": qp.FixedLenFeature([], qp.float32)})
+
+
+def test_an_empty_list_is_present_and_empty_not_the_default():
+    record = make_example({"x": np.zeros(0, np.float32)}).SerializeToString()
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: x, Index: 0\.  "
+                                                   r"Number of float values != expected\.  "
+                                                   r"Values size: 0 but output shape: \[\]$"):
+        qp.parse_single_example(record, {"x": qp.FixedLenFeature([], qp.float32, 1.0)})
+    got = qp.parse_single_example(record, {"x": qp.FixedLenFeature([0], qp.float32, [])})
+    assert got["x"].shape == (0,)
+
+
+def test_varlen_and_sequence_dtype_mismatch_messages():
+    records = [make_example({"x": [1.0]}).SerializeToString()] * 4
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: x, Index: 0\.  Data "
+                                                   r"types don't match\. Expected type: int64, "
+                                                   r"Actual type: float$"):
+        qp.parse_example(records, {"x": qp.VarLenFeature(qp.int64)})
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: x, Index: 0\.  Data "
+                                                   r"types don't match\. Expected type: string$"):
+        qp.parse_example(records, {"x": qp.FixedLenSequenceFeature([], qp.string, True)})
+    records = [make_example({"x": [1, 2, 3]}).SerializeToString()] * 4
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: x, Index: 0\.  "
+                                                   r"Number of int64 values is not a multiple of "
+                                                   r"stride length\. Saw 3 values but output "
+                                                   r"shape is: \[2\]$"):
+        qp.parse_example(records, {"x": qp.FixedLenSequenceFeature([2], qp.int64, True)})
+
+
+def test_the_first_bad_record_is_reported_whichever_path_sees_it():
+    good = make_example({"a": 1}).SerializeToString()
+    bad = make_example({"a": 2.0}).SerializeToString()  # same length, other list
+    records = [good] * 6 + [bad] + [good] * 3 + [bad]
+    for fast in (True, False):
+        with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: a, Index: 6\."):
+            parsing._parse_batch(records, parsing._example_features(
+                {"a": qp.FixedLenFeature([], qp.int64)}), None, fast=fast)
+
+
+def test_undecodable_record_names_its_index():
+    records = [make_example({"a": 1}).SerializeToString()] * 4 + [b"\x0a\x05\x01"]
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Index: 4\.  Could not "
+                                                   r"parse example input, value: "):
+        qp.parse_example(records, {"a": qp.FixedLenFeature([], qp.int64)})
+
+
+def test_batch_input_forms():
+    record = make_example({"a": 5}).SerializeToString()
+    spec = {"a": qp.FixedLenFeature([], qp.int64)}
+    objects = np.empty(2, dtype=object)
+    objects[:] = [record, record]
+    for batch in ([record, record], (record, record), objects, [bytearray(record), record]):
+        np.testing.assert_array_equal(qp.parse_example(batch, spec)["a"], [5, 5])
+    empty = qp.parse_example([], {"a": qp.FixedLenFeature([2], qp.int64),
+                                  "v": qp.VarLenFeature(qp.string)})
+    assert empty["a"].shape == (0, 2) and list(empty["v"].dense_shape) == [0, 0]
+    with pytest.raises(TypeError, match=r"^parse_example takes a batch"):
+        qp.parse_example(record, spec)
+    with pytest.raises(TypeError, match=r"^a NumPy bytes \('S'\) array drops the trailing zero"):
+        qp.parse_example(np.array([record]), spec)
+    with pytest.raises(TypeError, match=r"^serialized\[1\] must be bytes, got str"):
+        qp.parse_example([record, "text"], spec)
+    with pytest.raises(ValueError, match=r"^example_names has 1 names for 2 records$"):
+        qp.parse_example([record, record], spec, example_names=["x"])
+
+
+def test_records_of_one_length_with_varints_in_other_places_are_told_apart():
+    # [1, 300] and [300, 1] encode to the same length; only the varint boundaries differ.
+    records = [make_example({"v": [1, 300]}).SerializeToString()] * 4 + [
+        make_example({"v": [300, 1]}).SerializeToString()] * 4
+    assert len(set(map(len, records))) == 1
+    out = _both_paths(records, {"v": qp.FixedLenFeature([2], qp.int64)})
+    np.testing.assert_array_equal(out["v"], [[1, 300]] * 4 + [[300, 1]] * 4)
+
+
+def test_bits_past_64_in_a_ten_byte_varint_are_dropped_by_both_paths():
+    # Int64List [-1] with the 10th varint byte 0x01 (canonical) or 0x7f (bits past 64).
+    def record(last):
+        feature = b"\x1a\x0c\x0a\x0a" + b"\xff" * 9 + bytes([last])
+        entry = b"\x0a\x01v\x12" + bytes([len(feature)]) + feature
+        return b"\x0a" + bytes([len(entry) + 2]) + b"\x0a" + bytes([len(entry)]) + entry
+
+    records = [record(0x01)] * 4 + [record(0x7F)] * 4
+    out = _both_paths(records, {"v": qp.FixedLenFeature([], qp.int64)})
+    np.testing.assert_array_equal(out["v"], [-1] * 8)
+
+
+def test_fast_path_decodes_uniform_batches_without_the_per_record_parser():
+    rng = np.random.default_rng(7)
+    records = [make_example({"image": rng.bytes(784), "label": int(rng.integers(10)),
+                             "xy": rng.random(2).astype(np.float32),
+                             "big": [-1, 2**62, 5]}).SerializeToString() for _ in range(64)]
+    spec = {"image": qp.FixedLenFeature([], qp.string), "label": qp.FixedLenFeature([], qp.int64),
+            "xy": qp.FixedLenFeature([2], qp.float32), "big": qp.VarLenFeature(qp.int64)}
+    features = parsing._example_features(spec)
+    sinks = [parsing._sink(feature, len(records)) for feature in features]
+    assert parsing._parse_fast(records, features, sinks) == []
+    out = _both_paths(records, spec)
+    assert out["image"][3] == Example.FromString(records[3]).features.feature[
+        "image"].bytes_list.value[0]
+    assert out["big"].values.tolist() == [-1, 2**62, 5] * 64
+
+
+def test_parse_single_sequence_example_rules():
+    from queuepipe.protos import make_sequence_example
+    record = make_sequence_example(
+        {"n": 2}, {"w": [[1], [2]], "v": [[1.0, 2.0], [], [3.0]], "e": []}).SerializeToString()
+    context, sequence = qp.parse_single_sequence_example(
+        record, {"n": qp.FixedLenFeature([], qp.int64), "gone": qp.VarLenFeature(qp.string),
+                 "d": qp.FixedLenFeature([2], qp.float32, [1.0, 2.0])},
+        {"w": qp.FixedLenSequenceFeature([], qp.int64), "v": qp.VarLenFeature(qp.float32),
+         "e": qp.FixedLenSequenceFeature([3], qp.float32),
+         "missing": qp.FixedLenSequenceFeature([2], qp.string, allow_missing=True)})
+    assert context["n"] == 2 and context["gone"].values.shape == (0,)
+    np.testing.assert_array_equal(context["d"], [1.0, 2.0])
+    np.testing.assert_array_equal(sequence["w"], [1, 2])
+    assert sequence["v"].indices.tolist() == [[0, 0], [0, 1], [2, 0]]
+    assert sequence["v"].dense_shape.tolist() == [3, 2]
+    assert sequence["e"].shape == (0, 3) and sequence["missing"].shape == (0, 2)
+    with pytest.raises(InvalidArgumentError, match=r"^Name: s-1, Feature list 'x' is required "
+                                                   r"but could not be found\."):
+        qp.parse_single_sequence_example(record, None, {"x": qp.FixedLenSequenceFeature(
+            [], qp.int64)}, example_name=b"s-1")
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: w, Index: 0\.  "
+                                                   r"Number of values != expected\.  values "
+                                                   r"size: 1 but output shape: \[2\]$"):
+        qp.parse_single_sequence_example(record, None, {"w": qp.FixedLenSequenceFeature(
+            [2], qp.int64)})
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Feature list: w, Index: "
+                                                   r"0\.  Data types don't match\. Expected "
+                                                   r"type: float$"):
+        qp.parse_single_sequence_example(record, None, {"w": qp.VarLenFeature(qp.float32)})
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Context feature: n\.  "
+                                                   r"Data types don't match\. Expected type: "
+                                                   r"string$"):
+        qp.parse_single_sequence_example(record, {"n": qp.FixedLenFeature([], qp.string)})
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Feature: t \(data type: "
+                                                   r"string\) is required but could not be "
+                                                   r"found\.$"):
+        qp.parse_single_sequence_example(record, {"t": qp.FixedLenFeature([], qp.string)})
+
+
+# --- decode_raw -----------------------------------------------------------------------------
+
+def test_decode_raw_matches_tensorflow_for_every_dtype_and_byte_order(golden):
+    _, expected, _, _ = golden
+    data = expected["decode_raw.input"].tobytes()
+    keys = [key for key in expected.files if key.startswith("decode_raw.") and
+            key != "decode_raw.input"]
+    assert len(keys) == 9
+    for key in keys:
+        _, dtype, order = key.split(".")
+        got = qp.decode_raw(data, dtype, little_endian=order == "little")
+        _assert_same(got, expected[key], key)
+
+
+def test_decode_raw_batches_and_checks_lengths():
+    rows = [bytes(range(i, i + 8)) for i in range(3)]
+    got = qp.decode_raw(rows, qp.uint16, little_endian=False)
+    assert got.shape == (3, 4) and got.dtype == np.uint16
+    assert got[1, 0] == 0x0102
+    column = np.empty((2, 1), dtype=object)
+    column[:, 0] = rows[:2]
+    assert qp.decode_raw(column, qp.uint8).shape == (2, 1, 8)
+    with pytest.raises(InvalidArgumentError, match=r"^DecodeRaw requires input strings to all "
+                                                   r"be the same size, but element 2 has size 5 "
+                                                   r"!= 8"):
+        qp.decode_raw(rows[:2] + [b"12345"], qp.uint8)
+    with pytest.raises(InvalidArgumentError, match=r"^Input to DecodeRaw has length 5 that is "
+                                                   r"not a multiple of 4, the size of float32$"):
+        qp.decode_raw(b"12345", qp.float32)
+    padded = qp.decode_raw([b"\x01", b"\x02\x00\x00\x00\x09"], qp.int32, fixed_length=4)
+    np.testing.assert_array_equal(padded, [[1], [2]])
+    with pytest.raises(TypeError, match=r"^decode_raw: out_type must be numeric"):
+        qp.decode_raw(b"ab", qp.string)
+
+
+def test_parse_example_then_decode_raw_restores_the_arrays():
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, (20, 28, 28), dtype=np.uint8)
+    images[:, -1, -1] = 0  # a trailing zero byte must survive
+    records = [make_example({"image": image.tobytes()}).SerializeToString() for image in images]
+    out = qp.parse_example(records, {"image": qp.FixedLenFeature([], qp.string)})
+    np.testing.assert_array_equal(qp.decode_raw(out["image"], qp.uint8).reshape(20, 28, 28),
+                                  images)
+
+
+# --- decode_csv -----------------------------------------------------------------------------
+
+def test_decode_csv_matches_tensorflow(golden):
+    manifest, _, _, _ = golden
+    case = manifest["decode_csv"]
+    got = qp.decode_csv(case["lines"], case["defaults"])
+    assert [column.dtype for column in got] == [np.int32, np.float32, object, np.int32]
+    for column, want in zip(got, case["expected"]):
+        if column.dtype == object:
+            assert column.tolist() == [text.encode() for text in want]
+        else:
+            np.testing.assert_array_equal(column, np.asarray(want, dtype=column.dtype))
+    scalars = qp.decode_csv(case["lines"][0], case["defaults"])
+    assert scalars == [1, 2.5, b"abc", 7] and isinstance(scalars[0], np.int32)
+
+
+def test_decode_csv_rules():
+    defaults = [np.array([], np.int64), [0.5], np.float64(1.0), ["-"]]
+    out = qp.decode_csv(['7,NA,2e3,"a ""q"", b"'], defaults, na_value="NA")
+    assert [column.dtype for column in out] == [np.int64, np.float32, np.float64, object]
+    assert [column.tolist() for column in out] == [[7], [0.5], [2000.0], [b'a "q", b']]
+    with pytest.raises(InvalidArgumentError, match=r"^Field 2 in record 0 is not a valid "
+                                                   r"double: a \"q\", b$"):
+        qp.decode_csv(['7,NA,"a ""q"", b",x'], defaults, na_value="NA")
+    with pytest.raises(InvalidArgumentError, match=r"^Field 0 is required but missing in record "
+                                                   r"1!$"):
+        qp.decode_csv(["1,2,3,4", ",2,3,4"], defaults)
+    with pytest.raises(InvalidArgumentError, match=r"^Expect 4 fields but have 3 in record 0$"):
+        qp.decode_csv("1,2,3", defaults)
+    with pytest.raises(InvalidArgumentError, match=r"^Field 0 in record 0 is not a valid int64: "
+                                                   r"1\.5$"):
+        qp.decode_csv("1.5,2,3,4", defaults)
+    with pytest.raises(InvalidArgumentError, match=r"^Field 0 in record 0 is not a valid int32: "
+                                                   r"3000000000$"):
+        qp.decode_csv("3000000000", [[0]])
+    picked = qp.decode_csv(["a|b|3|d", "e|f|4|h"], [[""], [0]], field_delim="|",
+                           select_cols=[1, 2])
+    assert picked[0].tolist() == [b"b", b"f"] and picked[1].tolist() == [3, 4]
+    assert qp.decode_csv(['"x"y'], [[""]], use_quote_delim=False)[0].tolist() == [b'"x"y']
+    with pytest.raises(ValueError, match=r"^select_cols is not strictly increasing: \[2, 1\]$"):
+        qp.decode_csv("a,b,c", [[""], [""]], select_cols=[2, 1])
+    grid = qp.decode_csv(np.array([["1", "2"], ["3", ""]]), [[9]])
+    np.testing.assert_array_equal(grid[0], [[1, 2], [3, 9]])
+
+
+# --- Fast path == per-record path, on random batches ---------------------------------------
+
+_VALUE = {
+    "int": st.one_of(st.integers(-2**63, 2**63 - 1),
+                     st.sampled_from([0, 1, 127, 128, 300, -1, 2**40])),
+    "float": st.floats(width=32),
+    "bytes": st.binary(min_size=2, max_size=3),
+}
+
+
+@st.composite
+def _batches(draw):
+    """A batch of Examples drawn around a few shared layouts, and a spec to parse it with.
+
+    A "messy" batch may leave features out, vary their counts and ask for the wrong dtype,
+    so that many parse with an error (which both paths must report alike); a clean one parses.
+    """
+    messy = draw(st.booleans())
+    keys = draw(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=4, unique=True))
+    kinds = {key: draw(st.sampled_from(sorted(_VALUE))) for key in keys}
+    counts = {key: draw(st.integers(0, 3)) for key in keys}
+    records = []
+    for _ in range(draw(st.integers(0, 8))):
+        values = {}
+        for key in keys:
+            if messy and draw(st.integers(0, 9)) == 0:
+                continue  # absent
+            vary = messy and draw(st.integers(0, 5)) == 0
+            count = draw(st.integers(0, 3)) if vary else counts[key]
+            values[key] = draw(st.lists(_VALUE[kinds[key]], min_size=count, max_size=count))
+        records += [make_example(values).SerializeToString()] * draw(st.integers(1, 6))
+        if draw(st.booleans()):  # the same length, each list reversed: varints move
+            records += [make_example({k: v[::-1] for k, v in values.items()})
+                        .SerializeToString()] * draw(st.integers(1, 5))
+        if draw(st.booleans()):  # other values, maybe of the same length
+            records += [make_example({k: [draw(_VALUE[kinds[k]]) for _ in v]
+                                      for k, v in values.items()}).SerializeToString()]
+    order = draw(st.permutations(range(len(records))))
+    records = [records[i] for i in order]
+    dtypes = {"int": qp.int64, "float": qp.float32, "bytes": qp.string}
+    spec = {}
+    for key in keys + ["zz"]:  # "zz" is in no record
+        wrong = key == "zz" or (messy and draw(st.integers(0, 7)) == 0)
+        dtype = qp.float32 if wrong else dtypes[kinds[key]]
+        choices = ["fixed", "default", "var", "seq"] if messy or key != "zz" else [
+            "default", "var", "seq"]
+        choice = draw(st.sampled_from(choices))
+        size = counts.get(key, 1)
+        default = {qp.int64: 4, qp.float32: 0.5, qp.string: b"d"}[dtype]
+        if choice == "fixed":
+            spec[key] = qp.FixedLenFeature([size], dtype)
+        elif choice == "default":
+            spec[key] = qp.FixedLenFeature([size], dtype, [default] * size)
+        elif choice == "var":
+            spec[key] = qp.VarLenFeature(dtype)
+        else:
+            spec[key] = qp.FixedLenSequenceFeature([], dtype, True, default)
+    return records, spec
+
+
+def _outcome(records, spec, fast):
+    try:
+        return parsing._parse_batch(records, parsing._example_features(spec), None, fast=fast)
+    except InvalidArgumentError as e:
+        return str(e)
+
+
+@given(_batches())
+def test_fast_path_equals_the_per_record_parser(batch):
+    records, spec = batch
+    fast, general = _outcome(records, spec, True), _outcome(records, spec, False)
+    if isinstance(general, str):
+        assert fast == general
+    else:
+        _assert_equal_outputs(fast, general)
+
+
+@given(st.lists(st.dictionaries(st.sampled_from("pqrs"), st.one_of(
+    st.lists(_VALUE["int"], min_size=1, max_size=3),
+    st.lists(st.floats(width=32, allow_nan=False), min_size=1, max_size=3),
+    st.lists(st.binary(max_size=4), min_size=1, max_size=3))), max_size=12))
+def test_make_example_values_come_back_from_parse_example(dicts):
+    records = [make_example(values).SerializeToString() for values in dicts] * 2
+    kinds = {}
+    for values in dicts:
+        for key, value in values.items():
+            kinds.setdefault(key, type(value[0]))
+    spec = {key: qp.VarLenFeature({int: qp.int64, float: qp.float32, bytes: qp.string}[kind])
+            for key, kind in kinds.items()}
+    outcome = _outcome(records, spec, True)
+    assert outcome == _outcome(records, spec, False) if isinstance(outcome, str) else True
+    if isinstance(outcome, str):  # one key held two kinds of list: TF's dtype error
+        assert "Data types don't match" in outcome
+        return
+    _assert_equal_outputs(outcome, _outcome(records, spec, False))
+    for key, sparse in outcome.items():
+        want = [v for values in dicts * 2 for v in values.get(key, [])]
+        assert sparse.values.tolist() == want
