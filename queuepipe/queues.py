@@ -1,0 +1,1214 @@
+"""Bounded, thread-safe queues of typed elements: TensorFlow 1's queues on NumPy.
+
+A queue holds *elements*: tuples of components (or dicts, when the queue has ``names``), each
+component a NumPy value of the queue's declared dtype and shape. Producers ``enqueue`` and
+consumers ``dequeue``; ``enqueue_many`` and ``dequeue_many`` move a whole batch at once, each
+component carrying a leading batch axis.
+
+Usage::
+
+    import queuepipe as qp
+
+    q = qp.FIFOQueue(capacity=100, dtypes=[qp.float32, qp.string], shapes=[[3], []])
+    q.enqueue_many((np.zeros((10, 3)), [b"a"] * 10))
+    features, labels = q.dequeue_many(4)      # shapes (4, 3) and (4,)
+    q.close()                                 # consumers drain what is left, then OutOfRangeError
+
+How the queues are built (modelled on CPython's ``Lib/queue.py``):
+
+* One lock per queue, and two Conditions on it named after what they announce: ``not_empty``
+  (an element arrived, or the queue closed) and ``not_full`` (room appeared, or enqueues were
+  cancelled). Every wait is a ``while`` loop that re-checks its condition against a
+  ``time.monotonic()`` deadline, so ``timeout=``, ``close()`` and ``abort()`` always wake it.
+* Subclasses override small hooks (``_size``, ``_put``, ``_put_one``, ``_take``, ``_take_one``,
+  ``_put_back``) that run with the lock held and never block.
+* Components whose shape is fully defined live in preallocated NumPy arrays of shape
+  ``(capacity, *shape)`` (object arrays for strings), so ``enqueue_many``/``dequeue_many`` are
+  slice copies with no per-element Python loop. Components of unknown shape are kept per
+  element in an object array and stacked (or padded) when a batch is dequeued.
+
+Semantics follow TensorFlow's ``tf.compat.v1`` queues exactly: closing, cancelling pending
+enqueues, ``OutOfRangeError`` with TF's message, a failed ``dequeue_many`` leaving every element
+in place, ``min_after_dequeue`` ignored after close. Beyond TF: ``timeout=`` on every blocking
+call, :meth:`QueueBase.abort` to hand a producer's failure to the consumer, a warning when a
+consumer waits on a queue whose runners were never started, and :meth:`QueueBase.stats`.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import heapq
+import itertools
+import threading
+import time
+import warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from queuepipe import dtypes as _dtypes
+from queuepipe.errors import (
+    CancelledError, DeadlineExceededError, InvalidArgumentError, OutOfRangeError,
+)
+
+__all__ = [
+    "STARVATION_WARNING_SECS",
+    "QueueBase",
+    "FIFOQueue",
+    "RandomShuffleQueue",
+    "PaddingFIFOQueue",
+    "PriorityQueue",
+]
+
+# A dequeue blocked this long on a queue whose QueueRunners were never started warns once.
+STARVATION_WARNING_SECS = 5.0
+
+# Source dtype kinds that may be converted to each numeric target kind without losing meaning.
+_CASTABLE_KINDS = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
+
+_name_lock = threading.Lock()
+_name_counts: Dict[str, int] = collections.Counter()
+
+
+def _unique_name(base: str) -> str:
+    """``base``, then ``base_1``, ``base_2``, ... process-wide, like TF's graph op names."""
+    with _name_lock:
+        count = _name_counts[base]
+        _name_counts[base] += 1
+    return base if count == 0 else f"{base}_{count}"
+
+
+def _as_shape(shape: Any, index: int) -> Optional[Tuple[Optional[int], ...]]:
+    """One declared shape as a tuple of ints and ``None`` dims; ``None`` means unknown rank."""
+    if shape is None:
+        return None
+    if hasattr(shape, "as_list"):  # a TensorShape-like object
+        shape = shape.as_list()
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"shapes[{index}] must be a list of ints or None, got {shape!r}") from None
+    for dim in dims:
+        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))
+                                or dim < 0):
+            raise InvalidArgumentError(
+                f"shapes[{index}] must hold non-negative ints or None, got {shape!r}")
+    return tuple(None if d is None else int(d) for d in dims)
+
+
+def _as_shape_list(shapes: Any) -> Optional[List[Optional[Tuple[Optional[int], ...]]]]:
+    """Declared shapes as a list; a single flat shape such as ``[3]`` or ``[]`` means one."""
+    if shapes is None:
+        return None
+    if hasattr(shapes, "as_list"):
+        shapes = [shapes]
+    if not isinstance(shapes, (list, tuple)):
+        raise InvalidArgumentError(f"shapes must be a list of shapes, got {shapes!r}")
+    if all(s is None or isinstance(s, (int, np.integer)) for s in shapes):
+        shapes = [shapes]  # TF: a list of dims is the shape of a one-component queue
+    return [_as_shape(s, i) for i, s in enumerate(shapes)]
+
+
+def _as_dtype_list(dtypes: Any) -> Optional[List[np.dtype]]:
+    if dtypes is None:
+        return None
+    if not isinstance(dtypes, (list, tuple)):
+        dtypes = [dtypes]
+    result = []
+    for i, dtype in enumerate(dtypes):
+        try:
+            result.append(_dtypes.as_dtype(dtype))
+        except TypeError as e:
+            raise InvalidArgumentError(f"dtypes[{i}]: {e}") from None
+    return result
+
+
+def _infer_dtype(value: Any) -> np.dtype:
+    """The dtype of a first element's component, for a queue built with ``dtypes=None``."""
+    if isinstance(value, (bytes, str, np.bytes_, np.str_)):
+        return _dtypes.string
+    arr = np.asarray(value)
+    if arr.dtype.kind in "SU":
+        return _dtypes.string
+    if arr.dtype.kind == "O" and arr.size and isinstance(arr.flat[0], (bytes, str)):
+        return _dtypes.string
+    if arr.dtype.kind in _CASTABLE_KINDS:
+        return arr.dtype
+    raise InvalidArgumentError(f"cannot infer a dtype for a component of type "
+                               f"{type(value).__name__} (NumPy dtype {arr.dtype})")
+
+
+def _shape_ok(shape: Tuple[int, ...], declared: Optional[Tuple[Optional[int], ...]]) -> bool:
+    if declared is None:
+        return True
+    return len(shape) == len(declared) and all(
+        d is None or d == s for s, d in zip(shape, declared))
+
+
+def _fmt_shape(shape: Optional[Tuple[Optional[int], ...]]) -> str:
+    if shape is None:
+        return "<unknown>"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+class QueueBase:
+    """The base class of every queue: element structure, validation, blocking and closing.
+
+    Subclasses choose the order in which elements leave by overriding the storage hooks
+    (``_size``, ``_put``, ``_put_one``, ``_take``, ``_take_one``, ``_put_back``); every hook
+    runs with ``self._lock`` held and never blocks. Use one of the concrete queues.
+
+    Args:
+      capacity: the most elements the queue holds; enqueues block while it is full.
+      dtypes: one dtype per component (``qp.float32``, ``qp.string``, ...), a single dtype for
+        a one-component queue, or ``None`` to take the dtypes of the first element enqueued.
+      shapes: one shape per component (a list of ints, ``None`` for a free dimension), or
+        ``None`` for shapes that are unknown. Fully defined shapes let the queue keep the
+        component in a preallocated array.
+      names: one name per component; elements are then dicts with exactly these keys.
+      name: the queue's name, used in messages; by default a unique name per queue kind.
+
+    Raises:
+      InvalidArgumentError: ``capacity`` is not a positive int, or ``dtypes``, ``shapes`` and
+        ``names`` disagree in length or hold values that are not dtypes, shapes or strings.
+    """
+
+    _DEFAULT_NAME = "queue"
+
+    def __init__(self, capacity: int, dtypes: Any = None, shapes: Any = None,
+                 names: Any = None, name: Optional[str] = None) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) \
+                or capacity <= 0:
+            raise InvalidArgumentError(f"capacity must be a positive int, got {capacity!r}")
+        self._capacity = int(capacity)
+        self._dtypes = _as_dtype_list(dtypes)
+        self._shapes = _as_shape_list(shapes)
+        if isinstance(names, str):
+            names = [names]
+        self._names = None if names is None else list(names)
+        self._check_lengths()
+        self._name = name if name is not None else _unique_name(self._DEFAULT_NAME)
+
+        self._lock = threading.Lock()
+        # Announces that an element arrived, or that the queue closed or aborted.
+        self._not_empty = threading.Condition(self._lock)
+        # Announces that room appeared, or that pending enqueues are cancelled.
+        self._not_full = threading.Condition(self._lock)
+        self._closed = False
+        self._cancelled = False
+        self._abort_exc: Optional[BaseException] = None
+        self._columns: Optional[List[np.ndarray]] = None  # allocated once dtypes are known
+        self._rows = 0  # rows allocated in each column (>= capacity)
+        self._runners_added = 0
+        self._runners_started = 0
+        self._starvation_warned = False
+        self._enqueued = 0
+        self._dequeued = 0
+        self._consumer_wait = 0.0
+        self._producer_wait = 0.0
+        if self._dtypes is not None:
+            self._allocate()
+
+    def _check_lengths(self) -> None:
+        counts = {}
+        if self._dtypes is not None:
+            counts["dtypes"] = len(self._dtypes)
+        if self._shapes is not None:
+            counts["shapes"] = len(self._shapes)
+        if self._names is not None:
+            for i, n in enumerate(self._names):
+                if not isinstance(n, str):
+                    raise InvalidArgumentError(f"names[{i}] must be a str, got {n!r}")
+            if len(set(self._names)) != len(self._names):
+                raise InvalidArgumentError(f"names must be distinct, got {self._names!r}")
+            counts["names"] = len(self._names)
+        if len(set(counts.values())) > 1:
+            got = ", ".join(f"{k} has {v}" for k, v in counts.items())
+            raise InvalidArgumentError(
+                f"dtypes, shapes and names must have one entry per component: {got}")
+
+    # -- properties -------------------------------------------------------------------------
+
+    @property
+    def capacity(self) -> int:
+        """The most elements the queue holds before enqueues block."""
+        return self._capacity
+
+    @property
+    def name(self) -> str:
+        """The queue's name, as used in every message about it."""
+        return self._name
+
+    @property
+    def dtypes(self) -> Optional[List[np.dtype]]:
+        """The component dtypes, or ``None`` until the first enqueue when none were given."""
+        return None if self._dtypes is None else list(self._dtypes)
+
+    @property
+    def shapes(self) -> Optional[List[Optional[Tuple[Optional[int], ...]]]]:
+        """The declared component shapes (``None`` dims free), or ``None`` when unknown."""
+        return None if self._shapes is None else list(self._shapes)
+
+    @property
+    def names(self) -> Optional[List[str]]:
+        """The component names, or ``None`` for a queue of tuples."""
+        return None if self._names is None else list(self._names)
+
+    def size(self) -> int:
+        """The number of elements in the queue now."""
+        with self._lock:
+            return self._size() if self._columns is not None else 0
+
+    def is_closed(self) -> bool:
+        """True once :meth:`close` or :meth:`abort` was called."""
+        with self._lock:
+            return self._closed
+
+    def stats(self) -> Dict[str, Any]:
+        """Cumulative counters, cheap to read while the queue is in use.
+
+        Returns:
+          A dict with ``enqueued`` and ``dequeued`` (elements so far), ``size``, ``capacity``,
+          and ``consumer_wait_secs`` / ``producer_wait_secs``: the total seconds dequeues and
+          enqueues spent blocked. A large consumer wait means the producers are too slow.
+        """
+        with self._lock:
+            return {
+                "enqueued": self._enqueued,
+                "dequeued": self._dequeued,
+                "size": self._size() if self._columns is not None else 0,
+                "capacity": self._capacity,
+                "consumer_wait_secs": self._consumer_wait,
+                "producer_wait_secs": self._producer_wait,
+            }
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} '{self._name}' size={self.size()} "
+                f"capacity={self._capacity} closed={self.is_closed()}>")
+
+    # -- structure and conversion -----------------------------------------------------------
+
+    def _num_components(self) -> Optional[int]:
+        for decl in (self._dtypes, self._names, self._shapes):
+            if decl is not None:
+                return len(decl)
+        return None
+
+    def _label(self, i: int) -> str:
+        return f"'{self._names[i]}'" if self._names is not None else str(i)
+
+    def _flatten(self, vals: Any, batched: bool) -> List[Any]:
+        """The components of an element (or batch) given as a value, tuple, list or dict."""
+        if self._names is not None:
+            if not isinstance(vals, Mapping):
+                raise InvalidArgumentError(
+                    f"Queue '{self._name}' has names {self._names}: enqueue a dict with exactly "
+                    f"these keys, got {type(vals).__name__}")
+            missing = [k for k in self._names if k not in vals]
+            extra = [k for k in vals if k not in self._names]
+            if missing or extra:
+                raise InvalidArgumentError(
+                    f"Queue '{self._name}' expects keys {self._names}: missing {missing}, "
+                    f"unexpected {extra}")
+            return [vals[k] for k in self._names]
+        if isinstance(vals, Mapping):
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' has no names: enqueue a tuple of components, not a dict")
+        count = self._num_components()
+        if count == 1:
+            return [self._unwrap_single(vals, batched)]
+        if not isinstance(vals, (list, tuple)):
+            if count is None:
+                return [vals]
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' has {count} components: enqueue a tuple of {count} "
+                f"values, got {type(vals).__name__}")
+        if count is not None and len(vals) != count:
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' has {count} components, got {len(vals)} values")
+        return list(vals)
+
+    def _unwrap_single(self, vals: Any, batched: bool) -> Any:
+        """A one-component queue takes the bare value, or the value wrapped in a 1-list/tuple.
+
+        ``[x]`` is unwrapped unless it is itself a value of the declared rank (so ``[5]`` on a
+        queue of shape ``[1]`` is the value ``[5]``).
+        """
+        if not isinstance(vals, (list, tuple)) or len(vals) != 1:
+            return vals
+        shape = self._shapes[0] if self._shapes is not None else None
+        if shape is None:
+            if not batched:
+                return vals[0]
+            rank = None
+        else:
+            rank = len(shape) + (1 if batched else 0)
+        try:
+            inner = np.ndim(vals[0])
+        except ValueError:  # ragged: not a value of any rank
+            return vals
+        if rank is None:
+            return vals[0] if inner >= 1 else vals
+        return vals[0] if inner == rank else vals
+
+    def _structure(self, values: List[Any]) -> Any:
+        """The element (or batch) the user sees: a dict, a tuple, or a bare single value."""
+        if self._names is not None:
+            return dict(zip(self._names, values))
+        if len(values) == 1:
+            return values[0]
+        return tuple(values)
+
+    def _bind(self, components: List[Any]) -> None:
+        """Fixes the dtypes from the first element of a queue built with ``dtypes=None``."""
+        with self._lock:
+            if self._dtypes is not None:
+                return
+            self._dtypes = [_infer_dtype(value) for value in components]
+            self._allocate()
+
+    def _allocate(self, rows: Optional[int] = None) -> None:
+        """Creates one column per component: ``(rows, *shape)`` when the shape is fully
+        defined, else a ``(rows,)`` object array holding each element's value."""
+        self._rows = rows or self._capacity
+        self._columns = []
+        for i, dtype in enumerate(self._dtypes):
+            shape = self._dense_shape(i)
+            if shape is None:
+                self._columns.append(np.empty(self._rows, dtype=object))
+            else:
+                self._columns.append(np.empty((self._rows,) + shape, dtype=dtype))
+
+    def _dense_shape(self, i: int) -> Optional[Tuple[int, ...]]:
+        shape = self._shapes[i] if self._shapes is not None else None
+        if shape is None or None in shape:
+            return None
+        return shape
+
+    def _convert(self, i: int, value: Any, batched: bool) -> Any:
+        """One component converted to its dtype and checked against its declared shape.
+
+        Returns a NumPy array (with a leading batch axis when ``batched``), or ``bytes`` for a
+        single string scalar.
+        """
+        dtype = self._dtypes[i]
+        declared = self._shapes[i] if self._shapes is not None else None
+        if dtype == _dtypes.string:
+            arr = self._convert_strings(i, value)
+        else:
+            arr = self._convert_numeric(i, value, dtype)
+        shape = np.shape(arr)
+        if batched:
+            if not shape:
+                raise InvalidArgumentError(
+                    f"Queue '{self._name}' component {self._label(i)}: enqueue_many needs a "
+                    f"leading batch axis, got a scalar")
+            ok = _shape_ok(shape[1:], declared)
+        else:
+            ok = _shape_ok(shape, declared)
+        if not ok:
+            what = "element shape" if batched else "shape"
+            got = shape[1:] if batched else shape
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' component {self._label(i)}: expected shape "
+                f"{_fmt_shape(declared)}, got {what} {_fmt_shape(got)}")
+        return arr
+
+    def _convert_numeric(self, i: int, value: Any, dtype: np.dtype) -> np.ndarray:
+        try:
+            arr = np.asarray(value)
+            if arr.dtype != dtype:
+                if arr.dtype.kind not in _CASTABLE_KINDS[dtype.kind]:
+                    raise TypeError(f"a value of dtype {arr.dtype}")
+                if isinstance(value, np.ndarray):
+                    arr = arr.astype(dtype)
+                else:  # Python numbers: NumPy rejects the out-of-range ones
+                    arr = np.asarray(value, dtype=dtype)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' component {self._label(i)}: expected dtype {dtype}, "
+                f"got {_short(value)} ({e})") from None
+        return arr
+
+    def _convert_strings(self, i: int, value: Any) -> Any:
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        try:
+            arr = np.array(value, dtype=object)
+        except ValueError as e:
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' component {self._label(i)}: expected dtype string "
+                f"(bytes), got {_short(value)} ({e})") from None
+        flat = arr.reshape(-1)
+        for j, item in enumerate(flat):
+            if type(item) is bytes:
+                continue
+            if isinstance(item, (bytes, np.bytes_)):
+                flat[j] = bytes(item)
+            elif isinstance(item, str):
+                flat[j] = item.encode("utf-8")
+            else:
+                raise InvalidArgumentError(
+                    f"Queue '{self._name}' component {self._label(i)}: expected dtype string "
+                    f"(bytes), got {_short(item)}")
+        return arr[()] if arr.ndim == 0 else arr
+
+    def _element(self, vals: Any) -> List[Any]:
+        components = self._flatten(vals, batched=False)
+        if self._dtypes is None:
+            self._bind(components)
+        values = [self._convert(i, v, batched=False) for i, v in enumerate(components)]
+        for i, value in enumerate(values):
+            if self._dense_shape(i) is None and isinstance(value, np.ndarray):
+                values[i] = value.copy()  # stored by reference: do not alias the caller's array
+        return values
+
+    def _batch(self, vals: Any) -> Tuple[List[Any], int]:
+        components = self._flatten(vals, batched=True)
+        if self._dtypes is None:
+            self._bind(components)
+        batch = [self._convert(i, v, batched=True) for i, v in enumerate(components)]
+        sizes = {len(b) for b in batch}
+        if len(sizes) > 1:
+            raise InvalidArgumentError(
+                f"Queue '{self._name}': enqueue_many components disagree on the batch size: "
+                f"{[len(b) for b in batch]}")
+        n = sizes.pop() if sizes else 0
+        for i in range(len(batch)):
+            if self._dense_shape(i) is None:
+                batch[i] = _per_element(batch[i])
+        return batch, n
+
+    def _finish(self, raw: List[np.ndarray]) -> List[np.ndarray]:
+        """A batch as read from the columns, with unknown-shape components stacked."""
+        out = []
+        for i, column in enumerate(raw):
+            if self._dense_shape(i) is None:
+                column = self._stack(i, column)
+            out.append(column)
+        return out
+
+    def _stack(self, i: int, items: np.ndarray) -> np.ndarray:
+        """Stacks the per-element values of an unknown-shape component into one array.
+
+        Raises:
+          InvalidArgumentError: the elements' shapes differ (PaddingFIFOQueue pads instead).
+        """
+        shapes = {np.shape(item) for item in items}
+        if len(shapes) > 1:
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' component {self._label(i)}: dequeue_many needs equal "
+                f"shapes to stack, got {sorted(shapes)}; use PaddingFIFOQueue to pad")
+        shape = shapes.pop() if shapes else ()
+        out = np.empty((len(items),) + shape, dtype=self._dtypes[i])
+        for j, item in enumerate(items):
+            out[j] = item
+        return out
+
+    def _output_one(self, values: List[Any]) -> Any:
+        for i, value in enumerate(values):
+            if isinstance(value, np.ndarray):
+                values[i] = value[()] if value.ndim == 0 else value
+        return self._structure(values)
+
+    # -- storage hooks: run with self._lock held, never block ------------------------------
+
+    def _size(self) -> int:
+        """The number of elements held."""
+        raise NotImplementedError
+
+    def _put(self, batch: List[np.ndarray], n: int) -> None:
+        """Stores the ``n`` elements of ``batch``; room for them is guaranteed."""
+        raise NotImplementedError
+
+    def _put_one(self, values: List[Any]) -> None:
+        """Stores one element; room for it is guaranteed."""
+        raise NotImplementedError
+
+    def _take(self, n: int) -> List[np.ndarray]:
+        """Removes ``n <= _size()`` elements and returns them as raw columns."""
+        raise NotImplementedError
+
+    def _take_one(self) -> List[Any]:
+        """Removes one element (``_size() >= 1``) and returns its component values."""
+        raise NotImplementedError
+
+    def _put_back(self, batch: List[np.ndarray], n: int) -> None:
+        """Returns elements taken by a dequeue that failed, so that they leave next and in
+        their order. May exceed ``capacity`` (it then grows the storage)."""
+        raise NotImplementedError
+
+    def _grow(self, needed: int, keep: Any) -> None:
+        """Reallocates the columns with at least ``needed`` rows, moving rows ``keep`` (a slice
+        or index array, in order) to the front."""
+        old = self._columns
+        self._allocate(max(2 * self._rows, needed))
+        for column, previous in zip(self._columns, old):
+            kept = previous[keep]
+            column[:len(kept)] = kept
+
+    def _clear(self, index: Any) -> None:
+        """Drops references held by object columns at ``index`` so memory can be freed."""
+        for column in self._columns:
+            if column.dtype == object:
+                column[index] = None
+
+    # -- blocking ---------------------------------------------------------------------------
+
+    def _wait(self, condition: threading.Condition, deadline: Optional[float], op: str,
+              started: float) -> None:
+        """Waits once on ``condition`` (lock held) and accounts for the time.
+
+        Raises:
+          DeadlineExceededError: ``deadline`` has passed.
+        """
+        now = time.monotonic()
+        remaining = None
+        if deadline is not None:
+            remaining = deadline - now
+            if remaining <= 0:
+                raise DeadlineExceededError(
+                    f"Queue '{self._name}': {op} timed out after {deadline - started:.3g} s "
+                    f"(size {self._size() if self._columns is not None else 0}, capacity "
+                    f"{self._capacity})")
+        consumer = condition is self._not_empty
+        if consumer and self._runners_added and not self._runners_started \
+                and not self._starvation_warned:
+            until_warning = started + STARVATION_WARNING_SECS - now
+            if until_warning <= 0:
+                self._starvation_warned = True
+                warnings.warn(
+                    f"dequeue on Queue '{self._name}' has waited {STARVATION_WARNING_SECS} s, "
+                    f"but none of its {self._runners_added} QueueRunner(s) was started: call "
+                    f"qp.start_queue_runners() (or use `with qp.running():`) before dequeuing",
+                    RuntimeWarning, stacklevel=3)
+                return
+            remaining = until_warning if remaining is None else min(remaining, until_warning)
+        condition.wait(remaining)
+        waited = time.monotonic() - now
+        if consumer:
+            self._consumer_wait += waited
+        else:
+            self._producer_wait += waited
+
+    @staticmethod
+    def _deadline(timeout: Optional[float]) -> Optional[float]:
+        return None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CancelledError(f"Queue '{self._name}' is closed.")
+
+    def _room(self) -> int:
+        return self._capacity - self._size()
+
+    # -- enqueue ----------------------------------------------------------------------------
+
+    def enqueue(self, vals: Any, timeout: Optional[float] = None) -> None:
+        """Adds one element, blocking while the queue is full.
+
+        Args:
+          vals: the element: a tuple of components, a dict when the queue has ``names``, or
+            the bare value for a one-component queue. Strings may be ``str`` (stored as UTF-8).
+          timeout: seconds to wait for room; ``None`` waits forever.
+
+        Raises:
+          CancelledError: the queue was closed before the call, or closed with
+            ``cancel_pending_enqueues=True`` (or aborted) while it waited. A plain ``close()``
+            lets a waiting enqueue finish once room appears, as in TF.
+          DeadlineExceededError: ``timeout`` ran out; nothing was enqueued.
+          InvalidArgumentError: a component has the wrong dtype, shape, name or count.
+        """
+        values = self._element(vals)
+        deadline = self._deadline(timeout)
+        with self._not_full:
+            self._check_open()
+            started = time.monotonic()
+            while self._room() <= 0:
+                if self._cancelled:
+                    raise CancelledError(f"Queue '{self._name}' is closed.")
+                self._wait(self._not_full, deadline, "enqueue", started)
+            if self._cancelled:
+                raise CancelledError(f"Queue '{self._name}' is closed.")
+            self._put_one(values)
+            self._enqueued += 1
+            self._not_empty.notify_all()
+
+    def enqueue_many(self, vals: Any, timeout: Optional[float] = None) -> None:
+        """Adds a batch of elements, split along the leading axis of every component.
+
+        The batch may be larger than ``capacity``: elements go in as room appears, so the call
+        blocks until the last one is in.
+
+        Args:
+          vals: like :meth:`enqueue`, but each component has a leading batch axis of the same
+            length (a NumPy array, or a list of values).
+          timeout: seconds to wait in all; ``None`` waits forever.
+
+        Raises:
+          CancelledError: the queue was closed before the call, or closed with
+            ``cancel_pending_enqueues=True`` (or aborted) while it waited. Elements enqueued
+            before that stay in the queue.
+          DeadlineExceededError: ``timeout`` ran out. Elements already enqueued by this call
+            stay in the queue; the rest were not enqueued.
+          InvalidArgumentError: a component has the wrong dtype or shape, or the components
+            disagree on the batch size.
+        """
+        batch, n = self._batch(vals)
+        deadline = self._deadline(timeout)
+        with self._not_full:
+            self._check_open()
+            started = time.monotonic()
+            done = 0
+            while done < n:
+                room = self._room()
+                if self._cancelled:
+                    raise CancelledError(f"Queue '{self._name}' is closed.")
+                if room <= 0:
+                    self._wait(self._not_full, deadline, "enqueue_many", started)
+                    continue
+                k = min(room, n - done)
+                part = batch if k == n else [b[done:done + k] for b in batch]
+                self._put(part, k)
+                done += k
+                self._enqueued += k
+                self._not_empty.notify_all()
+
+    # -- dequeue ----------------------------------------------------------------------------
+
+    def _min_after(self) -> int:
+        """Elements a dequeue must leave behind while the queue is open (0 but for shuffle)."""
+        return 0
+
+    def _insufficient(self, requested: int) -> Exception:
+        """The error a dequeue raises on a closed queue that cannot satisfy it."""
+        size = self._size() if self._columns is not None else 0
+        error = OutOfRangeError(
+            f"Queue '{self._name}' is closed and has insufficient elements "
+            f"(requested {requested}, current size {size})")
+        if self._abort_exc is None:
+            return error
+        try:
+            return _chained_copy(self._abort_exc)
+        except Exception:  # the exception cannot be copied: raise the original
+            return self._abort_exc
+
+    def dequeue(self, timeout: Optional[float] = None) -> Any:
+        """Removes and returns one element, blocking while there is none to take.
+
+        Args:
+          timeout: seconds to wait; ``None`` waits forever.
+
+        Returns:
+          The element: a tuple of components, a dict when the queue has ``names``, or the bare
+          value of a one-component queue. Numeric components are NumPy scalars or arrays,
+          string scalars are ``bytes``.
+
+        Raises:
+          OutOfRangeError: the queue is closed and empty (after close, the elements left are
+            still delivered first).
+          DeadlineExceededError: ``timeout`` ran out; nothing was dequeued.
+          Exception: a copy of the exception given to :meth:`abort` (chained to it), in
+            place of ``OutOfRangeError``.
+        """
+        deadline = self._deadline(timeout)
+        with self._not_empty:
+            started = time.monotonic()
+            while True:
+                size = self._size() if self._columns is not None else 0
+                if size > (0 if self._closed else self._min_after()):
+                    break
+                if self._closed:
+                    raise self._insufficient(1)
+                self._wait(self._not_empty, deadline, "dequeue", started)
+            values = self._take_one()
+            self._dequeued += 1
+            self._not_full.notify_all()
+        return self._output_one(values)
+
+    def dequeue_many(self, n: int, timeout: Optional[float] = None) -> Any:
+        """Removes and returns exactly ``n`` elements, stacked into a batch.
+
+        Blocks until ``n`` elements can be taken (for RandomShuffleQueue, while open, until
+        ``n`` can be taken leaving ``min_after_dequeue`` behind). If ``n`` exceeds what the
+        queue can ever hold at once, elements are taken as they arrive.
+
+        Args:
+          n: the batch size, a positive int.
+          timeout: seconds to wait; ``None`` waits forever.
+
+        Returns:
+          The batch: the element structure with every component a NumPy array with a
+          leading axis of length ``n`` (object arrays of ``bytes`` for strings).
+
+        Raises:
+          OutOfRangeError: the queue is closed with fewer than ``n`` elements left. Every
+            element stays in the queue, in order.
+          DeadlineExceededError: ``timeout`` ran out; nothing was dequeued.
+          InvalidArgumentError: ``n`` is not a positive int, or components of unknown shape
+            differ in shape and cannot be stacked (the elements stay in the queue).
+          Exception: a copy of the exception given to :meth:`abort`, as for :meth:`dequeue`.
+        """
+        return self._dequeue_batch(n, timeout, "dequeue_many", allow_smaller=False)
+
+    def dequeue_up_to(self, n: int, timeout: Optional[float] = None) -> Any:
+        """Removes and returns up to ``n`` elements, stacked into a batch.
+
+        While the queue is open this blocks exactly like :meth:`dequeue_many`. Once it is
+        closed it returns whatever is left, between 1 and ``n`` elements, without waiting.
+
+        Args:
+          n: the largest batch size, a positive int.
+          timeout: seconds to wait; ``None`` waits forever.
+
+        Returns:
+          A batch of 1 to ``n`` elements, structured as for :meth:`dequeue_many`.
+
+        Raises:
+          OutOfRangeError: the queue is closed and empty.
+          DeadlineExceededError: ``timeout`` ran out; nothing was dequeued.
+          InvalidArgumentError: as for :meth:`dequeue_many`.
+          Exception: a copy of the exception given to :meth:`abort`, as for :meth:`dequeue`.
+        """
+        return self._dequeue_batch(n, timeout, "dequeue_up_to", allow_smaller=True)
+
+    def _dequeue_batch(self, n: int, timeout: Optional[float], op: str,
+                       allow_smaller: bool) -> Any:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+            raise InvalidArgumentError(f"{op}: n must be a positive int, got {n!r}")
+        n = int(n)
+        deadline = self._deadline(timeout)
+        # If n (plus what must stay behind) never fits at once, take elements as they come.
+        piecemeal = n + self._min_after() > self._capacity
+        chunks: List[List[np.ndarray]] = []
+        got = 0
+        with self._not_empty:
+            started = time.monotonic()
+            try:
+                while got < n:
+                    size = self._size() if self._columns is not None else 0
+                    available = size - (0 if self._closed else self._min_after())
+                    if available >= n - got or (piecemeal and not self._closed
+                                                and available > 0):
+                        k = min(available, n - got)
+                    elif self._closed and allow_smaller and available + got > 0:
+                        k = available
+                    elif self._closed:
+                        raise self._restore_and_fail(chunks, got, n)
+                    else:
+                        self._wait(self._not_empty, deadline, op, started)
+                        continue
+                    if k > 0:
+                        chunks.append(self._take(k))
+                        got += k
+                        self._not_full.notify_all()
+                    if self._closed and allow_smaller:
+                        break
+                raw = chunks[0] if len(chunks) == 1 else [
+                    np.concatenate(parts) for parts in zip(*chunks)]
+                batch = self._finish(raw)
+            except BaseException:
+                if chunks and got:
+                    self._restore(chunks, got)
+                raise
+            self._dequeued += got
+        return self._structure(batch)
+
+    def _restore(self, chunks: List[List[np.ndarray]], got: int) -> None:
+        raw = chunks[0] if len(chunks) == 1 else [np.concatenate(p) for p in zip(*chunks)]
+        chunks.clear()
+        self._put_back(raw, got)
+        self._not_empty.notify_all()
+
+    def _restore_and_fail(self, chunks: List[List[np.ndarray]], got: int,
+                          n: int) -> BaseException:
+        if chunks:
+            self._restore(chunks, got)
+        return self._insufficient(n)
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def close(self, cancel_pending_enqueues: bool = False) -> None:
+        """Closes the queue: no new enqueues; consumers drain what is left. Idempotent.
+
+        Enqueues waiting for room when the queue closes still complete as room appears,
+        unless ``cancel_pending_enqueues`` is true: then they fail with ``CancelledError``.
+        Blocked dequeues wake up: they take what they can and otherwise raise
+        ``OutOfRangeError``.
+
+        Args:
+          cancel_pending_enqueues: fail the enqueues that are waiting for room.
+        """
+        with self._lock:
+            self._closed = True
+            if cancel_pending_enqueues:
+                self._cancelled = True
+            self._not_empty.notify_all()
+            self._not_full.notify_all()
+
+    def abort(self, exc: BaseException) -> None:
+        """Closes the queue because a producer failed with ``exc`` (beyond TF).
+
+        Like ``close(cancel_pending_enqueues=True)``, and consumers still drain what is in
+        the queue; but where a dequeue would raise ``OutOfRangeError`` it raises a copy of
+        ``exc`` chained to it, so the real cause reaches the consumer. The first abort wins.
+
+        Args:
+          exc: the exception that stopped the producer.
+        """
+        with self._lock:
+            if self._abort_exc is None:
+                self._abort_exc = exc
+        self.close(cancel_pending_enqueues=True)
+
+    # -- QueueRunner bookkeeping ------------------------------------------------------------
+
+    def _runner_added(self) -> None:
+        """Called by a QueueRunner built on this queue."""
+        with self._lock:
+            self._runners_added += 1
+
+    def _runner_started(self) -> None:
+        """Called when a QueueRunner thread on this queue starts."""
+        with self._lock:
+            self._runners_started += 1
+
+
+def _chained_copy(exc: BaseException) -> BaseException:
+    """A copy of ``exc`` (same type and attributes) whose ``__cause__`` is ``exc``."""
+    duplicate = copy.copy(exc)
+    duplicate.__cause__ = exc
+    duplicate.__suppress_context__ = True
+    duplicate.__traceback__ = None
+    return duplicate
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _per_element(arr: Any) -> np.ndarray:
+    """A batch of an unknown-shape component as a ``(n,)`` object array of its elements."""
+    out = np.empty(len(arr), dtype=object)
+    for j in range(len(arr)):
+        item = arr[j]
+        out[j] = item.copy() if isinstance(item, np.ndarray) else item
+    return out
+
+
+def _row(column: np.ndarray, row: int) -> Any:
+    """The value at ``row``, copied when it is a view into a preallocated column."""
+    value = column[row]
+    return value.copy() if column.ndim > 1 else value
+
+
+class FIFOQueue(QueueBase):
+    """A queue that hands out elements in the order they were enqueued.
+
+    Fixed-shape components live in a ring buffer: ``capacity`` preallocated rows, a head
+    index and a count; a batch that wraps around the end is moved with one fancy-index copy.
+
+    Args:
+      capacity: the most elements the queue holds; enqueues block while it is full.
+      dtypes: one dtype per component, or ``None`` to take them from the first element.
+      shapes: one shape per component (``None`` dims free), or ``None`` when unknown.
+      names: one name per component; elements are then dicts.
+      name: the queue's name; by default ``fifo_queue``, ``fifo_queue_1``, ...
+
+    Usage::
+
+        q = qp.FIFOQueue(10, [qp.int64], shapes=[[]])
+        q.enqueue_many([np.arange(4)])
+        q.dequeue()           # 0
+        q.dequeue_many(3)     # array([1, 2, 3])
+    """
+
+    _DEFAULT_NAME = "fifo_queue"
+
+    def __init__(self, capacity: int, dtypes: Any = None, shapes: Any = None,
+                 names: Any = None, name: Optional[str] = None) -> None:
+        self._head = 0
+        self._count = 0
+        super().__init__(capacity, dtypes, shapes, names, name)
+
+    def _ring(self, start: int, n: int) -> Any:
+        """The rows of ``n`` elements from ``start`` on: a slice, or indices when wrapping."""
+        start %= self._rows
+        if start + n <= self._rows:
+            return slice(start, start + n)
+        return (start + np.arange(n)) % self._rows
+
+    def _size(self) -> int:
+        return self._count
+
+    def _write(self, index: Any, batch: List[np.ndarray]) -> None:
+        for column, values in zip(self._columns, batch):
+            column[index] = values
+
+    def _put(self, batch: List[np.ndarray], n: int) -> None:
+        self._write(self._ring(self._head + self._count, n), batch)
+        self._count += n
+
+    def _put_one(self, values: List[Any]) -> None:
+        row = (self._head + self._count) % self._rows
+        for column, value in zip(self._columns, values):
+            column[row] = value
+        self._count += 1
+
+    def _take(self, n: int) -> List[np.ndarray]:
+        index = self._ring(self._head, n)
+        if isinstance(index, slice):
+            out = [column[index].copy() for column in self._columns]
+        else:
+            out = [column[index] for column in self._columns]
+        self._clear(index)
+        self._head = (self._head + n) % self._rows
+        self._count -= n
+        return out
+
+    def _take_one(self) -> List[Any]:
+        out = [_row(column, self._head) for column in self._columns]
+        self._clear(self._head)
+        self._head = (self._head + 1) % self._rows
+        self._count -= 1
+        return out
+
+    def _put_back(self, batch: List[np.ndarray], n: int) -> None:
+        if self._count + n > self._rows:
+            self._grow(self._count + n, self._ring(self._head, self._count))
+            self._head = 0
+        self._head = (self._head - n) % self._rows
+        self._write(self._ring(self._head, n), batch)
+        self._count += n
+
+
+class RandomShuffleQueue(QueueBase):
+    """A queue that hands out its elements in random order.
+
+    While the queue is open a dequeue leaves at least ``min_after_dequeue`` elements behind,
+    so that each element is drawn from a well-mixed pool: ``dequeue`` waits until
+    ``size > min_after_dequeue`` and ``dequeue_many(n)`` until ``size >= n +
+    min_after_dequeue``. After ``close()`` the rule is dropped and the queue drains.
+
+    Fixed-shape components live in dense preallocated arrays of ``size`` rows: a dequeue
+    draws random rows with the queue's own generator (``np.random.default_rng(seed)``) and
+    moves the last rows into the holes, in one fancy-index copy for a batch. A seeded queue fed
+    and drained by one thread gives the same order on every run.
+
+    Args:
+      capacity: the most elements the queue holds; enqueues block while it is full.
+      min_after_dequeue: elements kept back while open; ``0 <= min_after_dequeue < capacity``.
+      dtypes: one dtype per component, or ``None`` to take them from the first element.
+      shapes: one shape per component (``None`` dims free), or ``None`` when unknown.
+      names: one name per component; elements are then dicts.
+      seed: seeds the queue's generator; ``None`` draws fresh entropy.
+      name: the queue's name; by default ``random_shuffle_queue``, ``random_shuffle_queue_1``...
+
+    Raises:
+      InvalidArgumentError: as for :class:`QueueBase`, or ``min_after_dequeue`` out of range.
+    """
+
+    _DEFAULT_NAME = "random_shuffle_queue"
+
+    def __init__(self, capacity: int, min_after_dequeue: int, dtypes: Any = None,
+                 shapes: Any = None, names: Any = None, seed: Optional[int] = None,
+                 name: Optional[str] = None) -> None:
+        self._count = 0
+        super().__init__(capacity, dtypes, shapes, names, name)
+        if isinstance(min_after_dequeue, bool) \
+                or not isinstance(min_after_dequeue, (int, np.integer)) \
+                or not 0 <= min_after_dequeue < self._capacity:
+            raise InvalidArgumentError(
+                f"min_after_dequeue must be >= 0 and < capacity ({self._capacity}), got "
+                f"{min_after_dequeue!r}")
+        self._min_after_dequeue = int(min_after_dequeue)
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def min_after_dequeue(self) -> int:
+        """Elements a dequeue leaves behind while the queue is open."""
+        return self._min_after_dequeue
+
+    def _min_after(self) -> int:
+        return self._min_after_dequeue
+
+    def _size(self) -> int:
+        return self._count
+
+    def _put(self, batch: List[np.ndarray], n: int) -> None:
+        if self._count + n > self._rows:  # only elements put back by a failed dequeue
+            self._grow(self._count + n, slice(0, self._count))
+        for column, values in zip(self._columns, batch):
+            column[self._count:self._count + n] = values
+        self._count += n
+
+    _put_back = _put  # order means nothing here
+
+    def _put_one(self, values: List[Any]) -> None:
+        for column, value in zip(self._columns, values):
+            column[self._count] = value
+        self._count += 1
+
+    def _take(self, n: int) -> List[np.ndarray]:
+        count, remaining = self._count, self._count - n
+        picks = self._rng.choice(count, size=n, replace=False)
+        out = [column[picks] for column in self._columns]
+        holes = picks[picks < remaining]
+        if len(holes):
+            tail = np.arange(remaining, count)
+            sources = tail[~np.isin(tail, picks)]
+            for column in self._columns:
+                column[holes] = column[sources]
+        self._clear(slice(remaining, count))
+        self._count = remaining
+        return out
+
+    def _take_one(self) -> List[Any]:
+        pick = int(self._rng.integers(self._count))
+        last = self._count - 1
+        out = [_row(column, pick) for column in self._columns]
+        if pick != last:
+            for column in self._columns:
+                column[pick] = column[last]
+        self._clear(last)
+        self._count = last
+        return out
+
+
+class PaddingFIFOQueue(FIFOQueue):
+    """A FIFOQueue whose ``None`` dimensions are padded per batch.
+
+    Each component's rank must be known; a ``None`` dimension may differ from element to
+    element. ``dequeue`` returns an element as it was enqueued; ``dequeue_many`` and
+    ``dequeue_up_to`` pad every such dimension to the largest size in that batch, with ``0``
+    (numbers) or ``b""`` (strings), as TF's ``PaddingFIFOQueue`` does.
+
+    Args:
+      capacity: the most elements the queue holds; enqueues block while it is full.
+      dtypes: one dtype per component (required).
+      shapes: one shape per component, of known rank, ``None`` for a padded dimension
+        (required).
+      names: one name per component; elements are then dicts.
+      name: the queue's name; by default ``padding_fifo_queue``, ``padding_fifo_queue_1``...
+
+    Raises:
+      InvalidArgumentError: ``dtypes`` or ``shapes`` is missing, a shape has unknown rank, or
+        as for :class:`QueueBase`.
+    """
+
+    _DEFAULT_NAME = "padding_fifo_queue"
+
+    def __init__(self, capacity: int, dtypes: Any, shapes: Any, names: Any = None,
+                 name: Optional[str] = None) -> None:
+        if dtypes is None:
+            raise InvalidArgumentError("PaddingFIFOQueue requires dtypes, got None")
+        if shapes is None:
+            raise InvalidArgumentError(
+                "PaddingFIFOQueue requires shapes (None for a dimension to pad), got None")
+        super().__init__(capacity, dtypes, shapes, names, name)
+        for i, shape in enumerate(self._shapes):
+            if shape is None:
+                raise InvalidArgumentError(
+                    f"PaddingFIFOQueue needs the rank of every component: shapes[{i}] is None")
+
+    def _stack(self, i: int, items: np.ndarray) -> np.ndarray:
+        rank = len(self._shapes[i])
+        item_shapes = [np.shape(item) for item in items]
+        shape = tuple(max((s[d] for s in item_shapes), default=0) for d in range(rank))
+        dtype = self._dtypes[i]
+        out = np.full((len(items),) + shape, b"" if dtype == _dtypes.string else 0, dtype=dtype)
+        for j, (item, item_shape) in enumerate(zip(items, item_shapes)):
+            out[(j,) + tuple(slice(0, d) for d in item_shape)] = item
+        return out
+
+
+class PriorityQueue(QueueBase):
+    """A queue that hands out the element with the lowest priority first; ties leave FIFO.
+
+    Every element's first component is its priority, an int64 scalar, so the queue's dtypes
+    are ``[qp.int64] + types`` and a dequeued element starts with its priority (as in TF).
+
+    Args:
+      capacity: the most elements the queue holds; enqueues block while it is full.
+      types: the dtypes of the components after the priority.
+      shapes: the shapes of the components after the priority, or ``None`` when unknown.
+      names: one name per component, the priority's first; elements are then dicts.
+      name: the queue's name; by default ``priority_queue``, ``priority_queue_1``, ...
+
+    Usage::
+
+        q = qp.PriorityQueue(10, [qp.string], shapes=[[]])
+        q.enqueue((2, b"later"))
+        q.enqueue((1, b"sooner"))
+        q.dequeue()          # (1, b'sooner')
+
+    Raises:
+      InvalidArgumentError: as for :class:`QueueBase`; enqueue raises it for a priority that
+        is not an int64 scalar.
+    """
+
+    _DEFAULT_NAME = "priority_queue"
+
+    def __init__(self, capacity: int, types: Any, shapes: Any = None, names: Any = None,
+                 name: Optional[str] = None) -> None:
+        if types is None:
+            raise InvalidArgumentError("PriorityQueue requires types (use [] for priority "
+                                       "only), got None")
+        types = _as_dtype_list(types)
+        shapes = _as_shape_list(shapes)
+        shapes = [()] + (shapes if shapes is not None else [None] * len(types))
+        self._heap: List[Tuple[int, int, int]] = []  # (priority, sequence, row)
+        self._sequence = itertools.count()
+        self._front = 0  # sequence numbers below every other, for elements put back
+        super().__init__(capacity, [_dtypes.int64] + types, shapes, names, name)
+        self._free = list(range(self._rows - 1, -1, -1))  # rows not holding an element
+
+    def _size(self) -> int:
+        return len(self._heap)
+
+    def _claim(self, n: int) -> np.ndarray:
+        """``n`` free rows, growing the storage when elements are put back over capacity."""
+        if len(self._free) < n:
+            old = self._rows
+            self._grow(old + n, slice(0, old))
+            self._free[:0] = range(self._rows - 1, old - 1, -1)
+        return np.array([self._free.pop() for _ in range(n)], dtype=np.intp)
+
+    def _store(self, batch: List[np.ndarray], sequences: Any) -> None:
+        rows = self._claim(len(batch[0]))
+        for column, values in zip(self._columns, batch):
+            column[rows] = values
+        for entry in zip(batch[0].tolist(), sequences, rows.tolist()):
+            heapq.heappush(self._heap, entry)
+
+    def _put(self, batch: List[np.ndarray], n: int) -> None:
+        self._store(batch, itertools.islice(self._sequence, n))
+
+    def _put_back(self, batch: List[np.ndarray], n: int) -> None:
+        self._front -= n
+        self._store(batch, range(self._front, self._front + n))
+
+    def _put_one(self, values: List[Any]) -> None:
+        row = int(self._claim(1)[0])
+        for column, value in zip(self._columns, values):
+            column[row] = value
+        heapq.heappush(self._heap, (int(values[0]), next(self._sequence), row))
+
+    def _take(self, n: int) -> List[np.ndarray]:
+        rows = np.array([heapq.heappop(self._heap)[2] for _ in range(n)], dtype=np.intp)
+        out = [column[rows] for column in self._columns]
+        self._clear(rows)
+        self._free.extend(rows.tolist())
+        return out
+
+    def _take_one(self) -> List[Any]:
+        row = heapq.heappop(self._heap)[2]
+        out = [_row(column, row) for column in self._columns]
+        self._clear(row)
+        self._free.append(row)
+        return out
