@@ -169,7 +169,7 @@ class Coordinator:
         """
         try:
             yield
-        except BaseException:  # noqa: B036 - every exception must reach the coordinator
+        except BaseException:  # noqa: BLE001 - every exception must reach the coordinator
             self.request_stop(sys.exc_info())
 
     def wait_for_stop(self, timeout: Optional[float] = None) -> bool:

@@ -2,29 +2,23 @@
 
 import itertools
 import re
-import textwrap
 import threading
-import time
 from collections import Counter
 
 import pytest
+from test_coordinator import usage_block, wait_until  # shared test helpers
 
 import queuepipe as qp
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import CancelledError, OutOfRangeError
 from queuepipe.queues import FIFOQueue
 from queuepipe.runner import (
-    Pipeline, QueueRunner, add_queue_runner, get_default_pipeline, start_queue_runners,
+    Pipeline,
+    QueueRunner,
+    add_queue_runner,
+    get_default_pipeline,
+    start_queue_runners,
 )
-
-
-def wait_until(condition, timeout=10.0):
-    """Polls ``condition`` until it is true; fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not reached before the deadline")
-        time.sleep(0.001)
 
 
 def counting_op(queue, stop_after):
@@ -73,13 +67,7 @@ def test_namespaces_export_runner_names():
 
 @pytest.mark.parametrize("obj", [QueueRunner, Pipeline])
 def test_usage_block_runs(obj, capsys):
-    doc = obj.__doc__.split(".. code-block:: python", 1)[1]
-    block = []
-    for line in doc.splitlines()[1:]:
-        if line.strip() and not line.startswith(" " * 8):
-            break
-        block.append(line)
-    exec(compile(textwrap.dedent("\n".join(block)), f"<{obj.__name__} usage>", "exec"), {})
+    exec(compile(usage_block(obj), f"<{obj.__name__} usage>", "exec"), {})
     assert capsys.readouterr().out.startswith("[0, 1, ")
 
 
@@ -193,14 +181,13 @@ def test_stop_wakes_producers_blocked_on_a_full_queue():
     assert runner.exceptions_raised == []
 
 
-def test_stop_wakes_a_consumer_blocked_on_an_empty_queue():
-    queue = FIFOQueue(2, dtypes=[qp.int64], name="empty")
-    never = threading.Event()
+def idle_runner_and_blocked_consumer(queue):
+    """Starts a runner that produces nothing and a consumer blocked on ``queue.dequeue()``.
 
-    def enqueue():  # an op that produces nothing until the pipeline stops
-        never.wait(0.01)
-
-    runner = QueueRunner(queue, [enqueue])
+    Returns the coordinator, the runner's threads, the consumer thread, and a list that receives
+    the exception the consumer's dequeue raises.
+    """
+    runner = QueueRunner(queue, [lambda: threading.Event().wait(0.01)])
     coord = Coordinator()
     threads = runner.create_threads(coord, start=True)
     outcome = []
@@ -208,42 +195,36 @@ def test_stop_wakes_a_consumer_blocked_on_an_empty_queue():
     def consume():
         try:
             queue.dequeue()
-        except OutOfRangeError as e:
+        except Exception as e:  # noqa: BLE001 - the test inspects what arrives
             outcome.append(e)
 
     consumer = threading.Thread(target=consume)
     consumer.start()
     consumer.join(0.1)
     assert consumer.is_alive()  # blocked: nothing to dequeue
+    return coord, threads, consumer, outcome
+
+
+def test_stop_wakes_a_consumer_blocked_on_an_empty_queue():
+    queue = FIFOQueue(2, dtypes=[qp.int64], name="empty")
+    coord, threads, consumer, outcome = idle_runner_and_blocked_consumer(queue)
     stop_and_join(coord, threads)
     consumer.join(10)
     assert not consumer.is_alive()
-    assert len(outcome) == 1 and re.match(r"^Queue 'empty' is closed", str(outcome[0]))
+    assert len(outcome) == 1 and isinstance(outcome[0], OutOfRangeError)
+    assert re.match(r"^Queue 'empty' is closed", str(outcome[0]))
 
 
 def test_stop_with_an_error_reaches_a_blocked_consumer():
     queue = FIFOQueue(2, dtypes=[qp.int64])
-    runner = QueueRunner(queue, [lambda: time.sleep(0.001)])
-    coord = Coordinator()
-    threads = runner.create_threads(coord, start=True)
-    outcome = []
-
-    def consume():
-        try:
-            queue.dequeue()
-        except ValueError as e:
-            outcome.append(e)
-
-    consumer = threading.Thread(target=consume)
-    consumer.start()
-    consumer.join(0.1)
-    assert consumer.is_alive()
+    coord, threads, consumer, outcome = idle_runner_and_blocked_consumer(queue)
     cause = ValueError("the trainer failed")
     coord.request_stop(cause)
     consumer.join(10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^the trainer failed$"):
         coord.join(threads)
-    assert len(outcome) == 1 and outcome[0].__cause__ is cause
+    assert len(outcome) == 1 and isinstance(outcome[0], ValueError)
+    assert outcome[0].__cause__ is cause
 
 
 def test_thread_names_and_registration():
