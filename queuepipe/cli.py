@@ -429,6 +429,7 @@ def _builtin_bench(records: int, batch_size: int) -> None:
     import numpy as np
 
     import queuepipe as qp
+    from queuepipe.monitor import QueueMonitor
     from queuepipe.protos import make_example
     from queuepipe.shards import write_shards
 
@@ -444,10 +445,10 @@ def _builtin_bench(records: int, batch_size: int) -> None:
         write_secs = time.perf_counter() - start
         start = time.perf_counter()
         seen = 0
-        with qp.Pipeline().as_default():
+        with qp.Pipeline().as_default() as pipeline:
             batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
                                              randomize_input=False)
-            with qp.running():
+            with qp.running(), QueueMonitor(pipeline, interval=0.05) as monitor:
                 for batch in batches:
                     seen += len(batch["label"])
         read_secs = time.perf_counter() - start
@@ -457,6 +458,8 @@ def _builtin_bench(records: int, batch_size: int) -> None:
           f"({records} records, {write_secs:.2f} s)")
     print(f"read_batch_features: {records / read_secs:12,.0f} records/s "
           f"(batches of {batch_size}, {read_secs:.2f} s)")
+    print(monitor.table())
+    print(monitor.input_bound().reason)
 
 
 def _cmd_bench(args) -> int:
@@ -567,7 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "Run the benchmark suite of a source checkout (benchmarks/run.py; arguments "
                 "after '--' go to it), or, without one or with --builtin, a small check: "
                 "write records to a temporary directory, read them back with "
-                "read_batch_features, print records/s.")
+                "read_batch_features, print records/s and what the queues did.")
     p.add_argument("--builtin", action="store_true", help="run the built-in check")
     p.add_argument("--records", type=_positive_int, default=20000,
                    help="records for the built-in check (default 20000)")

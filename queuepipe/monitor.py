@@ -300,8 +300,8 @@ class QueueMonitor:
                    "dequeue")
         if r.mean_fill < fill_threshold and r.consumer_wait_share > wait_threshold:
             upstream = [f"'{q}' {u.mean_fill:.0%}" for q, u in rates.items() if q != name]
-            where = (f"; mean fill of the queues before it: {', '.join(upstream)} (the slow "
-                     "stage sits after the last full one)" if upstream else "")
+            where = (f"; the other queues were on average {', '.join(upstream)} full (one "
+                     "that stays full points at the stage reading from it)" if upstream else "")
             return Verdict(True, f"input-bound: {figures}, so the producers (reading, parsing) "
                                  "do not keep up: add reader/batching threads, or make parsing "
                                  f"cheaper{where}", name)

@@ -475,6 +475,9 @@ def test_bench_builtin_measures_throughput(capsys):
     assert re.fullmatch(r"write_shards: +[\d,]+ records/s \(300 records, [\d.]+ s\)", lines[0])
     assert re.fullmatch(r"read_batch_features: +[\d,]+ records/s \(batches of 64, [\d.]+ s\)",
                         lines[1])
+    assert re.fullmatch(r"queue statistics over [\d.]+ s \(\d+ samples\)", lines[2])
+    assert lines[3].split()[:2] == ["queue", "size/cap"]
+    assert re.fullmatch(r"(not )?input-bound: queue '.*' was on average .*", lines[-1])
 
 
 def fake_checkout_file(monkeypatch, tmp_path, source):
