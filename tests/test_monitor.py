@@ -222,3 +222,25 @@ def test_plot_writes_a_png(tmp_path):
     path = monitor.plot(str(tmp_path / "queues.png"))
     with open(path, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_batching_pipeline_is_judged_at_its_batch_queue():
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        filenames = qp.string_input_producer([b"a", b"b", b"c"], shuffle=False)
+        batches = qp.batch(filenames.dequeue, batch_size=2, capacity=8)
+    monitor = QueueMonitor(pipeline)
+    with qp.running(pipeline):
+        wait_until(lambda: batches.queue.size() == 8, "the batch queue filled up")
+        monitor.sample()
+        first = batches.dequeue()
+        wait_until(lambda: batches.queue.size() == 8, "the batch queue filled up again")
+        monitor.sample()
+    assert first.tolist() == [b"a", b"b"]
+    assert list(monitor.history) == [filenames.name, batches.queue.name]
+    verdict = monitor.input_bound()
+    assert not verdict and verdict.queue == batches.queue.name
+    assert verdict.reason.startswith(f"not input-bound: queue '{batches.queue.name}' was on "
+                                     "average 100% full")
+    table = monitor.table().splitlines()
+    assert [line.split()[0] for line in table[2:]] == [filenames.name, batches.queue.name]
