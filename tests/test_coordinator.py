@@ -24,15 +24,16 @@ def wait_until(condition, timeout=10.0):
 
 
 def usage_block(obj):
-    """The runnable code block of ``obj``'s docstring ``Usage:`` section."""
-    doc = obj.__doc__
-    after = doc.split(".. code-block:: python", 1)[1]
-    lines = []
-    for line in after.splitlines()[1:]:
-        if line.strip() and not line.startswith(" " * 8):
+    """The runnable code block (``.. code-block:: python``) of ``obj``'s docstring."""
+    lines = obj.__doc__.split(".. code-block:: python", 1)[1].splitlines()[1:]
+    first = next(line for line in lines if line.strip())
+    indent = len(first) - len(first.lstrip())
+    block = []
+    for line in lines:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
             break
-        lines.append(line)
-    return textwrap.dedent("\n".join(lines))
+        block.append(line)
+    return textwrap.dedent("\n".join(block))
 
 
 def test_namespaces_export_coordinator():
