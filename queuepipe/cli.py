@@ -404,19 +404,13 @@ def _cmd_convert(args) -> int:
 
     if not os.path.exists(args.src):
         raise NotFoundError(f"file not found: '{args.src}'")
-    counted = Counter()
-
-    def records():
-        for record in examples_from(args.src, args.format, labels=args.labels):
-            counted["records"] += 1
-            yield record
-
+    records = list(examples_from(args.src, args.format, labels=args.labels))
     options = _COMPRESSIONS[args.compression] or None
-    paths = write_shards(records(), args.out_dir, args.shards, prefix=args.prefix,
+    paths = write_shards(records, args.out_dir, args.shards, prefix=args.prefix,
                          options=options, progress=sys.stderr.isatty(), index=not options)
     for path in paths:
         print(path)
-    print(f"{counted['records']} records from '{args.src}' in {len(paths)} shards under "
+    print(f"{len(records)} records from '{args.src}' in {len(paths)} shards under "
           f"'{args.out_dir}'")
     return 0
 
@@ -448,12 +442,12 @@ def _builtin_bench(records: int, batch_size: int) -> None:
         with qp.Pipeline().as_default() as pipeline:
             batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
                                              randomize_input=False)
-            with qp.running(), QueueMonitor(pipeline, interval=0.05) as monitor:
+            with qp.running(pipeline), QueueMonitor(pipeline, interval=0.05) as monitor:
                 for batch in batches:
                     seen += len(batch["label"])
         read_secs = time.perf_counter() - start
     if seen != records:
-        raise AssertionError(f"bench read {seen} records back, wrote {records}")
+        raise RuntimeError(f"bench read {seen} records back but wrote {records}")
     print(f"write_shards:        {records / write_secs:12,.0f} records/s "
           f"({records} records, {write_secs:.2f} s)")
     print(f"read_batch_features: {records / read_secs:12,.0f} records/s "
