@@ -1,9 +1,10 @@
 """queuepipe.integrations.torch: NumPy batches as tensors, and pipelines under a DataLoader."""
 
 import collections
+import functools
 import os
-import subprocess
-import sys
+import runpy
+import threading
 
 import numpy as np
 import pytest
@@ -108,3 +109,127 @@ def test_torch_batches_converts_each_batch_and_closes_its_source():
         got = [(x.tolist(), keys.tolist()) for x, keys in batches]
     assert got == [([0, 1], [b"k"]), ([1, 2], [b"k"]), ([2, 3], [b"k"])]
     assert source.closed == 1
+
+
+# -- QueuePipeIterableDataset -----------------------------------------------------------------
+
+FEATURES = {"id": qp.io.FixedLenFeature([], qp.int64),
+            "pixels": qp.io.FixedLenFeature([4], qp.float32)}
+
+
+def _write_dataset(folder, n, num_shards):
+    """``n`` Examples (id i, pixels [i, i, i, i]) in ``num_shards`` shards with indexes."""
+    ids = np.arange(n, dtype=np.int64)
+    qp.write_shards({"id": ids, "pixels": np.repeat(ids[:, None], 4, 1).astype(np.float32)},
+                    folder, num_shards, progress=False, processes=1)
+    return os.path.join(str(folder), "*.tfrecord")
+
+
+def make_batches(shard, pattern, batch_size, num_epochs=1, fail_after=None):
+    """The factory of the tests: this shard's files, parsed, batched; ids tagged with the shard.
+
+    Module level, so that DataLoader workers can pickle it whatever the start method.
+    """
+    share = qp.distributed.shard_files(pattern, *shard)
+    names = qp.train.string_input_producer(share.files, num_epochs=num_epochs, shuffle=False)
+    reader = share.reader()
+    calls = iter(range(10**9))
+
+    def examples():
+        if next(calls) == fail_after:
+            raise ValueError("the reader broke")
+        _, serialized = reader.read_up_to(names, 3)
+        parsed = qp.io.parse_example(serialized, FEATURES)
+        return {"id": parsed["id"], "pixels": parsed["pixels"],
+                "shard": np.full((len(serialized), 2), tuple(shard), dtype=np.int64)}
+
+    return qp.train.batch(examples, batch_size, enqueue_many=True,
+                          allow_smaller_final_batch=True)
+
+
+def test_dataset_yields_tensor_batches_with_every_record_once_per_epoch(tmp_path):
+    pattern = _write_dataset(tmp_path, 23, 3)
+    dataset = QueuePipeIterableDataset(functools.partial(make_batches, pattern=pattern,
+                                                         batch_size=5))
+    assert isinstance(dataset, torch.utils.data.IterableDataset)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None)
+    for _ in range(2):  # each epoch builds and runs a fresh pipeline
+        batches = list(loader)
+        assert all(isinstance(b["id"], torch.Tensor) and b["pixels"].dtype == torch.float32
+                   for b in batches)
+        ids = [i for b in batches for i in b["id"].tolist()]
+        assert collections.Counter(ids) == collections.Counter(range(23))
+        assert all(b["pixels"][:, 0].tolist() == b["id"].tolist() for b in batches)
+        assert {tuple(s) for b in batches for s in b["shard"].tolist()} == {(0, 1)}
+
+
+@pytest.mark.parametrize("num_shards", [4, 1], ids=["files", "records"])
+def test_dataloader_workers_read_disjoint_shares(tmp_path, num_shards):
+    pattern = _write_dataset(tmp_path, 30, num_shards)
+    dataset = QueuePipeIterableDataset(functools.partial(make_batches, pattern=pattern,
+                                                         batch_size=4))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    batches = list(loader)
+    ids = [i for b in batches for i in b["id"].tolist()]
+    assert collections.Counter(ids) == collections.Counter(range(30))
+    shards = collections.Counter(tuple(s) for b in batches for s in b["shard"].tolist())
+    assert set(shards) == {(0, 2), (1, 2)}  # each worker read its own half
+    assert sum(shards.values()) == 30
+
+
+def test_dataset_splits_a_distributed_rank_across_workers(tmp_path):
+    pattern = _write_dataset(tmp_path, 40, 8)
+    seen = {}
+    for rank in range(2):
+        dataset = QueuePipeIterableDataset(
+            functools.partial(make_batches, pattern=pattern, batch_size=4), rank=rank,
+            world_size=2)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+        seen[rank] = [(i, tuple(s)) for b in loader
+                      for i, s in zip(b["id"].tolist(), b["shard"].tolist())]
+    assert {s for items in seen.values() for _, s in items} == {(r, 4) for r in range(4)}
+    assert {s for _, s in seen[1]} == {(2, 4), (3, 4)}  # rank 1's workers: shares 2 and 3
+    ids = [i for items in seen.values() for i, _ in items]
+    assert collections.Counter(ids) == collections.Counter(range(40))
+
+
+def test_worker_shard_outside_a_worker_is_the_process_share():
+    assert worker_shard(1, 3) == Shard(1, 3)
+
+
+def test_dataset_stops_its_pipeline_when_the_loop_stops_early(tmp_path):
+    pattern = _write_dataset(tmp_path, 10, 2)
+    dataset = QueuePipeIterableDataset(functools.partial(make_batches, pattern=pattern,
+                                                         batch_size=2, num_epochs=None))
+    before = set(threading.enumerate())
+    batches = iter(dataset)  # endless: num_epochs=None
+    first = [next(batches) for _ in range(3)]
+    assert len({t for t in threading.enumerate() if t not in before}) > 0  # runners run
+    batches.close()  # what dropping the DataLoader's iterator does
+    assert [t.name for t in threading.enumerate() if t not in before and t.is_alive()] == []
+    assert all(len(b["id"]) == 2 for b in first)
+
+
+def test_dataset_raises_a_pipeline_error_in_the_training_loop(tmp_path):
+    pattern = _write_dataset(tmp_path, 30, 2)
+    dataset = QueuePipeIterableDataset(functools.partial(make_batches, pattern=pattern,
+                                                         batch_size=2, fail_after=2))
+    with pytest.raises(ValueError, match=r"^the reader broke$"):
+        for _ in torch.utils.data.DataLoader(dataset, batch_size=None):
+            pass
+
+
+def test_dataset_needs_a_callable():
+    with pytest.raises(TypeError, match=r"^make_batches must be a callable taking a Shard"):
+        QueuePipeIterableDataset("data/*.tfrecord")
+
+
+def test_torch_cnn_example_trains_a_few_steps(tmp_path):
+    pytest.importorskip("sklearn")
+    example = runpy.run_path(os.path.join(ROOT, "examples", "torch_cnn.py"))
+    metrics = example["main"](["--steps", "6", "--workers", "0", "--data", str(tmp_path)])
+    assert metrics["steps"] == 6 and metrics["examples"] == 6 * 32
+    assert np.isfinite(metrics["loss"]) and 0.0 <= metrics["accuracy"] <= 1.0
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [f"digits-{i:05d}-of-00004.tfrecord{suffix}" for i in range(4) for suffix in ("",
+                                                                                      ".index")])
