@@ -552,7 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "index of the first axis.")
     p.add_argument("src", metavar="SRC")
     p.add_argument("out_dir", metavar="OUT_DIR")
-    p.add_argument("--shards", type=_positive_int, required=True, metavar="N", help="number of shards")
+    p.add_argument("--shards", type=_positive_int, required=True, metavar="N",
+                   help="number of shards")
     p.add_argument("--format", choices=["idx", "csv", "npz"],
                    help="format of SRC (default: from its name)")
     p.add_argument("--labels", metavar="FILE", help="IDX label file (default: found by name)")

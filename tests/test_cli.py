@@ -203,7 +203,8 @@ def test_index_refuses_compressed_files(capsys, golden_dir, tmp_path):
 
 def test_index_of_a_damaged_file_leaves_no_index(capsys, golden_dir, tmp_path):
     damaged = tmp_path / "damaged.tfrecord"
-    damaged.write_bytes(open(os.path.join(golden_dir, "truncated_mid_record.tfrecord"), "rb").read())
+    with open(os.path.join(golden_dir, "truncated_mid_record.tfrecord"), "rb") as f:
+        damaged.write_bytes(f.read())
     status, _, err = run(capsys, "index", damaged)
     assert status == 1
     assert re.fullmatch(r"queuepipe index: error: truncated record at 248.*\n", err)
