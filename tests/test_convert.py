@@ -44,10 +44,9 @@ IMAGE_SPEC = {"image": qp.io.FixedLenFeature([], qp.string),
 @pytest.mark.parametrize("compress", [False, True])
 def test_idx_magic_numbers_are_mnists(tmp_path, compress):
     _, _, images_path, labels_path = mnist_like(tmp_path, compress=compress)
-    raw = (gzip.open if compress else open)(images_path, "rb").read(4)
-    assert struct.unpack(">I", raw) == (2051,)
-    raw = (gzip.open if compress else open)(labels_path, "rb").read(4)
-    assert struct.unpack(">I", raw) == (2049,)
+    for path, magic in ((images_path, 2051), (labels_path, 2049)):
+        with (gzip.open if compress else open)(path, "rb") as f:
+            assert struct.unpack(">I", f.read(4)) == (magic,)
 
 
 @pytest.mark.parametrize("compress", [False, True])
@@ -88,8 +87,8 @@ def test_idx_errors(tmp_path):
                                                    r"file: it starts with bytes '50 4b 03 04'"):
         read_idx(str(not_idx))
     short = tmp_path / "short.idx"
-    short.write_bytes(open(write_idx(tmp_path / "full.idx", np.zeros((3, 2), np.uint8)),
-                           "rb").read()[:-1])
+    with open(write_idx(tmp_path / "full.idx", np.zeros((3, 2), np.uint8)), "rb") as f:
+        short.write_bytes(f.read()[:-1])
     with pytest.raises(DataLossError, match=r"^'.*short\.idx' holds 5 data bytes after its "
                                             r"header, but its dimensions \[3, 2\] of 1-byte "
                                             r"values need 6$") as e:
