@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import types
 
 import pytest
@@ -70,6 +71,33 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     assert done.returncode != 0, output
     assert "no-such-page.md" in output
     assert "no-such-heading" in output
+
+
+def cookbook_blocks():
+    """The cookbook's ``python`` code blocks, in order, without those marked ``<!-- not run``."""
+    with open(os.path.join(DOCS, "cookbook.md"), encoding="utf-8") as page:
+        text = page.read()
+    blocks = re.finditer(r"^(<!-- not run[^\n]*-->\n)?```python\n(.*?)^```$", text,
+                         re.MULTILINE | re.DOTALL)
+    return [(text.count("\n", 0, m.start(2)) + 1, m.group(2)) for m in blocks if not m.group(1)]
+
+
+def test_cookbook_recipes_run(tmp_path, monkeypatch):
+    # The recipes run as one script, as the page says, in a pipeline of their own so that their
+    # runners do not join the default pipeline of the tests that follow.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    try:  # write_shards shows a tqdm bar when tqdm is installed; its monitor thread would
+        import tqdm  # outlive the test
+    except ImportError:
+        pass
+    else:
+        monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
+    blocks = cookbook_blocks()
+    assert len(blocks) >= 8
+    namespace = {"__name__": "cookbook"}
+    with queuepipe.Pipeline().as_default():
+        for line, code in blocks:
+            exec(compile("\n" * (line - 1) + code, "docs/cookbook.md", "exec"), namespace)
 
 
 def reference_id(name):
