@@ -888,6 +888,9 @@ def _chained_copy(exc: BaseException) -> BaseException:
 
 
 def _short(value: Any) -> str:
+    """A one-line description of a bad value for an error message."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return f"an array of dtype {value.dtype} and shape {list(value.shape)}"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

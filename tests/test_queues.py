@@ -1,0 +1,837 @@
+"""Tests of queuepipe.queues: TF's queue semantics, exactly-once delivery, and the extras.
+
+The generic tests run against every queue kind through ``make``: a queue of int64 scalars
+(for PriorityQueue, the priority is the element, so increasing input leaves in order).
+"""
+
+import copy
+import re
+import threading
+import warnings
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import queuepipe as qp
+from queuepipe import queues
+from queuepipe.errors import (
+    CancelledError, DataLossError, DeadlineExceededError, InvalidArgumentError, OutOfRangeError,
+)
+
+KINDS = ["fifo", "shuffle", "padding", "priority"]
+ORDERED = ["fifo", "padding", "priority"]
+
+
+def make(kind, capacity, name="q"):
+    """A queue of int64 scalars of the given kind."""
+    if kind == "fifo":
+        return qp.FIFOQueue(capacity, [qp.int64], shapes=[[]], name=name)
+    if kind == "shuffle":
+        return qp.RandomShuffleQueue(capacity, 0, [qp.int64], shapes=[[]], seed=3, name=name)
+    if kind == "padding":
+        return qp.PaddingFIFOQueue(capacity, [qp.int64], shapes=[[]], name=name)
+    return qp.PriorityQueue(capacity, [], name=name)
+
+
+def in_order(kind, got, expected):
+    """Exact order for ordered kinds, the exact multiset for RandomShuffleQueue."""
+    got = [int(x) for x in got]
+    if kind == "shuffle":
+        return Counter(got) == Counter(expected)
+    return got == list(expected)
+
+
+class Call(threading.Thread):
+    """Runs ``fn(*args, **kwargs)`` in a thread and keeps its result or its exception."""
+
+    def __init__(self, fn, *args, **kwargs):
+        super().__init__(daemon=True)
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.result = self.error = None
+
+    def run(self):
+        try:
+            self.result = self.fn(*self.args, **self.kwargs)
+        except BaseException as e:  # noqa: B902 - handed to the test
+            self.error = e
+
+    def finish(self, timeout=5.0):
+        self.join(timeout)
+        assert not self.is_alive(), f"{self.fn} did not return"
+        return self
+
+
+def blocked(fn, *args, **kwargs):
+    """Starts ``fn`` in a thread and proves it blocks."""
+    call = Call(fn, *args, **kwargs)
+    call.start()
+    call.join(0.1)
+    assert call.is_alive(), f"{fn} returned without blocking: {call.result!r} {call.error!r}"
+    return call
+
+
+# -- structure and order -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_elements_leave_in_the_queues_order(kind):
+    q = make(kind, 20)
+    q.enqueue(0)
+    q.enqueue_many(np.arange(1, 6))
+    q.enqueue(np.int64(6))
+    got = [q.dequeue()] + list(q.dequeue_many(3)) + list(q.dequeue_up_to(3))
+    assert in_order(kind, got, range(7))
+    assert q.size() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_component_queue_takes_and_returns_bare_values(kind):
+    q = make(kind, 5)
+    q.enqueue(1)
+    q.enqueue([2])
+    q.enqueue((3,))
+    q.enqueue_many([np.array([4, 5])])
+    first = q.dequeue()
+    assert isinstance(first, np.int64)
+    batch = q.dequeue_many(4)
+    assert isinstance(batch, np.ndarray) and batch.dtype == np.int64 and batch.shape == (4,)
+    assert in_order(kind, [first] + list(batch), [1, 2, 3, 4, 5])
+
+
+def test_a_list_of_the_declared_rank_is_the_value_not_a_wrapper():
+    q = qp.FIFOQueue(3, qp.int32, shapes=[1])
+    q.enqueue([5])
+    q.enqueue([np.array([6], dtype=np.int32)])
+    assert q.dequeue().tolist() == [5]
+    assert q.dequeue().tolist() == [6]
+
+
+def test_tuple_elements_and_batches():
+    q = qp.FIFOQueue(10, [qp.int64, qp.float32, qp.string], shapes=[[], [2], []])
+    q.enqueue((1, [0.5, 1.5], "é"))
+    q.enqueue_many(([2, 3], np.ones((2, 2)), [b"b", b"c"]))
+    one = q.dequeue()
+    assert isinstance(one, tuple) and len(one) == 3
+    assert one[0] == 1 and one[1].dtype == np.float32 and one[1].tolist() == [0.5, 1.5]
+    assert one[2] == "é".encode("utf-8") and type(one[2]) is bytes
+    ids, floats, strings = q.dequeue_many(2)
+    assert ids.tolist() == [2, 3] and floats.shape == (2, 2) and floats.dtype == np.float32
+    assert strings.dtype == object and strings.tolist() == [b"b", b"c"]
+
+
+def test_named_components_are_dicts():
+    q = qp.FIFOQueue(5, [qp.int64, qp.string], shapes=[[], []], names=["id", "text"])
+    q.enqueue({"id": 1, "text": b"one"})
+    q.enqueue_many({"id": [2, 3], "text": ["two", "three"]})
+    assert q.dequeue() == {"id": 1, "text": b"one"}
+    batch = q.dequeue_many(2)
+    assert set(batch) == {"id", "text"}
+    assert batch["id"].tolist() == [2, 3] and batch["text"].tolist() == [b"two", b"three"]
+    assert q.names == ["id", "text"]
+
+
+def test_named_queue_rejects_missing_extra_keys_and_tuples():
+    q = qp.FIFOQueue(5, [qp.int64, qp.string], names=["id", "text"], name="q")
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' expects keys \['id', 'text'\]: missing \['text'\], "
+                             r"unexpected \[\]$"):
+        q.enqueue({"id": 1})
+    with pytest.raises(InvalidArgumentError, match=r"unexpected \['label'\]$"):
+        q.enqueue({"id": 1, "text": b"", "label": 2})
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has names \['id', 'text'\]"):
+        q.enqueue((1, b""))
+
+
+def test_wrong_number_of_components():
+    q = qp.FIFOQueue(5, [qp.int64, qp.int64], name="q")
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has 2 components, got 3 values$"):
+        q.enqueue((1, 2, 3))
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has no names"):
+        q.enqueue({"a": 1, "b": 2})
+
+
+# -- dtypes and shapes ---------------------------------------------------------------------
+
+
+def test_wrong_dtype_is_rejected_naming_the_component():
+    q = qp.FIFOQueue(5, [qp.int64, qp.uint8], names=["id", "pixel"], name="q")
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 'id': expected dtype int64, got 'abc'"):
+        q.enqueue({"id": "abc", "pixel": 1})
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 'id': expected dtype int64, got 1\.5"):
+        q.enqueue({"id": 1.5, "pixel": 1})
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 'pixel': expected dtype uint8, got 300"):
+        q.enqueue({"id": 1, "pixel": 300})
+    assert q.size() == 0
+
+
+def test_wrong_shape_is_rejected_with_expected_and_got():
+    q = qp.FIFOQueue(5, [qp.float32, qp.int64], shapes=[[2, None], []], name="q")
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: expected shape \[2, \?\], got shape \[3, 1\]$"):
+        q.enqueue((np.zeros((3, 1)), 1))
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 1: expected shape \[\], got element shape \[2\]$"):
+        q.enqueue_many((np.zeros((4, 2, 1)), np.zeros((4, 2), dtype=np.int64)))
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' component 0: enqueue_many needs"):
+        q.enqueue_many((1.0, 2))
+    with pytest.raises(InvalidArgumentError, match=r"disagree on the batch size: \[4, 3\]$"):
+        q.enqueue_many((np.zeros((4, 2, 1)), [1, 2, 3]))
+    q.enqueue((np.zeros((2, 7)), 1))  # the None dim is free
+    assert q.size() == 1
+
+
+def test_strings_component_rejects_numbers():
+    q = qp.FIFOQueue(5, qp.string, shapes=[[]], name="q")
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: expected dtype string \(bytes\), got 7$"):
+        q.enqueue_many([[b"a", 7]])
+
+
+def test_dtypes_are_taken_from_the_first_element():
+    q = qp.FIFOQueue(5, name="q")
+    assert q.dtypes is None and q.shapes is None
+    q.enqueue((1.5, "text", np.arange(3, dtype=np.int16)))
+    assert q.dtypes == [np.dtype(np.float64), qp.string, np.dtype(np.int16)]
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has 3 components, got 2 values$"):
+        q.enqueue((1.0, b"x"))
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' component 2: expected dtype int16"):
+        q.enqueue((2.0, b"x", [0.5]))
+    q.enqueue((2.0, b"y", [4, 5]))
+    assert q.dequeue()[1] == b"text"
+    value, text, arr = q.dequeue()
+    assert value == 2.0 and text == b"y" and arr.dtype == np.int16 and arr.tolist() == [4, 5]
+
+
+def test_unknown_shapes_stack_or_fail_leaving_the_elements():
+    q = qp.FIFOQueue(5, [qp.int64], name="q")
+    q.enqueue_many([np.arange(6).reshape(3, 2)])
+    assert q.dequeue_many(2).tolist() == [[0, 1], [2, 3]]
+    q.enqueue([[9, 9, 9]])
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: dequeue_many needs equal shapes to stack, "
+                             r"got \[\(2,\), \(3,\)\]; use PaddingFIFOQueue to pad$"):
+        q.dequeue_many(2)
+    assert q.dequeue().tolist() == [4, 5]
+    assert q.dequeue().tolist() == [9, 9, 9]
+
+
+def test_queue_copies_values_in_and_out():
+    for shapes in ([[3]], None):  # preallocated and per-element storage
+        q = qp.FIFOQueue(5, [qp.float64], shapes=shapes)
+        source = np.zeros(3)
+        q.enqueue(source)
+        source[:] = 7
+        out = q.dequeue()
+        assert out.tolist() == [0.0, 0.0, 0.0]
+        q.enqueue_many([np.zeros((2, 3))])
+        batch = q.dequeue_many(1)
+        batch[:] = 5
+        assert q.dequeue().tolist() == [0.0, 0.0, 0.0]
+
+
+# -- construction --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("capacity", [0, -1, 1.5, True, "3"])
+def test_capacity_must_be_a_positive_int(capacity):
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"^capacity must be a positive int, got {re.escape(repr(capacity))}$"):
+        qp.FIFOQueue(capacity)
+
+
+@pytest.mark.parametrize("min_after", [-1, 10, 11])
+def test_min_after_dequeue_must_be_below_capacity(min_after):
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"^min_after_dequeue must be >= 0 and < capacity \(10\), "
+                             rf"got {min_after}$"):
+        qp.RandomShuffleQueue(10, min_after)
+
+
+def test_declarations_must_agree_in_length():
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^dtypes, shapes and names must have one entry per component: "
+                             r"dtypes has 2, names has 1$"):
+        qp.FIFOQueue(3, [qp.int64, qp.int64], names=["a"])
+    with pytest.raises(InvalidArgumentError, match=r"dtypes has 1, shapes has 2$"):
+        qp.FIFOQueue(3, [qp.int64], shapes=[[], [2]])
+    with pytest.raises(InvalidArgumentError, match=r"^dtypes\[0\]: unknown dtype 'int65'"):
+        qp.FIFOQueue(3, ["int65"])
+
+
+def test_padding_queue_requires_shapes_of_known_rank():
+    with pytest.raises(InvalidArgumentError, match=r"^PaddingFIFOQueue requires shapes"):
+        qp.PaddingFIFOQueue(3, [qp.int64], None)
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^PaddingFIFOQueue needs the rank of every component: shapes\[1\]"):
+        qp.PaddingFIFOQueue(3, [qp.int64, qp.int64], [[None], None])
+
+
+def test_priority_must_be_an_int64_scalar():
+    q = qp.PriorityQueue(3, [qp.string], shapes=[[]], name="q")
+    assert q.dtypes == [qp.int64, qp.string]
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: expected dtype int64, got 1\.5"):
+        q.enqueue((1.5, b"x"))
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: expected shape \[\], got shape \[2\]$"):
+        q.enqueue(([1, 2], b"x"))
+
+
+def test_default_names_are_unique_and_given_names_kept():
+    first, second = qp.FIFOQueue(1), qp.FIFOQueue(1)
+    assert re.fullmatch(r"fifo_queue(_\d+)?", first.name)
+    assert re.fullmatch(r"fifo_queue_\d+", second.name) and second.name != first.name
+    assert re.fullmatch(r"random_shuffle_queue(_\d+)?", qp.RandomShuffleQueue(2, 0).name)
+    assert re.fullmatch(r"padding_fifo_queue(_\d+)?", qp.PaddingFIFOQueue(2, [qp.int64], [[]]).name)
+    assert re.fullmatch(r"priority_queue(_\d+)?", qp.PriorityQueue(2, []).name)
+    assert qp.FIFOQueue(1, name="mine").name == qp.FIFOQueue(1, name="mine").name == "mine"
+
+
+# -- closing -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_enqueue_on_a_closed_queue_is_cancelled(kind):
+    q = make(kind, 3)
+    q.close()
+    q.close()  # idempotent
+    assert q.is_closed()
+    with pytest.raises(CancelledError, match=r"^Queue 'q' is closed\.$"):
+        q.enqueue(1)
+    with pytest.raises(CancelledError, match=r"^Queue 'q' is closed\.$"):
+        q.enqueue_many([[1, 2]])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_closed_queue_drains_then_raises_out_of_range(kind):
+    q = make(kind, 5)
+    q.enqueue_many([[0, 1, 2]])
+    q.close()
+    got = [q.dequeue(), q.dequeue()]
+    with pytest.raises(OutOfRangeError,
+                       match=r"^Queue 'q' is closed and has insufficient elements "
+                             r"\(requested 2, current size 1\)$"):
+        q.dequeue_many(2)
+    got.append(q.dequeue())
+    assert in_order(kind, got, [0, 1, 2])
+    with pytest.raises(OutOfRangeError,
+                       match=r"^Queue 'q' is closed and has insufficient elements "
+                             r"\(requested 1, current size 0\)$"):
+        q.dequeue()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_failed_dequeue_many_leaves_every_element_in_order(kind):
+    q = make(kind, 10)
+    q.enqueue_many([np.arange(5)])
+    q.close()
+    with pytest.raises(OutOfRangeError, match=r"\(requested 7, current size 5\)$"):
+        q.dequeue_many(7)
+    assert in_order(kind, q.dequeue_many(5), range(5))
+
+
+@pytest.mark.parametrize("kind", ORDERED)
+def test_dequeue_many_larger_than_capacity_puts_taken_elements_back_on_failure(kind):
+    q = make(kind, 3)
+    consumer = blocked(q.dequeue_many, 5)
+    q.enqueue_many([np.arange(4)])  # returns once the consumer has made room
+    q.close()
+    consumer.finish()
+    assert isinstance(consumer.error, OutOfRangeError)
+    assert re.fullmatch(r"Queue 'q' is closed and has insufficient elements "
+                        r"\(requested 5, current size 4\)", str(consumer.error))
+    assert q.dequeue_up_to(10).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dequeue_many_larger_than_capacity_succeeds_as_elements_arrive(kind):
+    q = make(kind, 3)
+    consumer = blocked(q.dequeue_many, 7)
+    q.enqueue_many([np.arange(7)])
+    assert in_order(kind, consumer.finish().result, range(7))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dequeue_up_to_blocks_while_open_and_returns_the_rest_after_close(kind):
+    q = make(kind, 10)
+    q.enqueue_many([[0, 1]])
+    consumer = blocked(q.dequeue_up_to, 3)
+    q.close()
+    assert in_order(kind, consumer.finish().result, [0, 1])
+    with pytest.raises(OutOfRangeError, match=r"\(requested 3, current size 0\)$"):
+        q.dequeue_up_to(3)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dequeue_up_to_returns_a_full_batch_when_there_is_one(kind):
+    q = make(kind, 10)
+    q.enqueue_many([np.arange(6)])
+    q.close()
+    first = q.dequeue_up_to(4)
+    assert len(first) == 4
+    assert in_order(kind, list(first) + list(q.dequeue_up_to(4)), range(6))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_close_lets_pending_enqueues_finish(kind):
+    q = make(kind, 1)
+    q.enqueue(0)
+    producer = blocked(q.enqueue, 1)
+    q.close()
+    producer.join(0.1)
+    assert producer.is_alive()  # still waiting for room, as in TF
+    first = q.dequeue()
+    producer.finish()
+    assert producer.error is None
+    assert in_order(kind, [first, q.dequeue()], [0, 1])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_close_cancel_pending_enqueues_fails_them(kind):
+    q = make(kind, 2)
+    q.enqueue(0)
+    single = blocked(q.enqueue_many, [[1, 2, 3]])  # one goes in, then it waits
+    q.close(cancel_pending_enqueues=True)
+    single.finish()
+    assert isinstance(single.error, CancelledError)
+    assert str(single.error) == "Queue 'q' is closed."
+    assert in_order(kind, q.dequeue_up_to(5), [0, 1])  # the part enqueued stays
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_close_cancel_wakes_a_blocked_enqueue(kind):
+    q = make(kind, 1)
+    q.enqueue(0)
+    producer = blocked(q.enqueue, 1)
+    q.close(cancel_pending_enqueues=True)
+    assert isinstance(producer.finish().error, CancelledError)
+    assert q.size() == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("method", ["dequeue", "dequeue_many", "dequeue_up_to"])
+def test_close_wakes_blocked_consumers(kind, method):
+    q = make(kind, 4)
+    args = () if method == "dequeue" else (2,)
+    consumer = blocked(getattr(q, method), *args)
+    q.close()
+    assert isinstance(consumer.finish().error, OutOfRangeError)
+
+
+# -- RandomShuffleQueue ----------------------------------------------------------------------
+
+
+def test_shuffle_dequeue_waits_for_more_than_min_after_dequeue():
+    q = qp.RandomShuffleQueue(10, 3, qp.int64, shapes=[], seed=1)
+    q.enqueue_many(np.arange(3))
+    consumer = blocked(q.dequeue)
+    q.enqueue(3)
+    assert int(consumer.finish().result) in range(4)
+    assert q.size() == 3
+
+
+def test_shuffle_dequeue_many_waits_for_n_plus_min_after_dequeue():
+    q = qp.RandomShuffleQueue(10, 3, qp.int64, shapes=[], seed=1)
+    q.enqueue_many(np.arange(4))
+    consumer = blocked(q.dequeue_many, 2)
+    q.enqueue(4)
+    batch = consumer.finish().result
+    assert len(batch) == 2 and q.size() == 3
+    q.close()
+    assert Counter(list(batch) + list(q.dequeue_up_to(5))) == Counter(range(5))
+
+
+def test_shuffle_close_wakes_min_after_dequeue_wait_and_drops_the_rule():
+    q = qp.RandomShuffleQueue(10, 5, qp.int64, shapes=[], seed=1)
+    q.enqueue_many(np.arange(3))
+    consumer = blocked(q.dequeue_many, 2)
+    q.close()
+    batch = consumer.finish().result
+    assert Counter(list(batch) + [q.dequeue()]) == Counter(range(3))
+
+
+def test_shuffle_with_min_after_dequeue_is_exactly_once_single_thread():
+    q = qp.RandomShuffleQueue(50, 20, [qp.int64, qp.string], shapes=[[], []], seed=5)
+    got = []
+    for start in range(0, 200, 10):
+        ids = np.arange(start, start + 10)
+        q.enqueue_many((ids, [str(i) for i in ids]))
+        while q.size() > 25:
+            i, s = q.dequeue()
+            assert s == str(i).encode()
+            got.append(int(i))
+    q.close()
+    while True:
+        try:
+            ids, strings = q.dequeue_up_to(7)
+        except OutOfRangeError:
+            break
+        assert strings.tolist() == [str(i).encode() for i in ids]
+        got.extend(ids.tolist())
+    assert Counter(got) == Counter(range(200))
+
+
+def drain_seeded(seed):
+    q = qp.RandomShuffleQueue(100, 10, [qp.int64], shapes=[[]], seed=seed)
+    q.enqueue_many([np.arange(100)])
+    got = [int(q.dequeue()) for _ in range(10)] + q.dequeue_many(30).tolist()
+    q.close()
+    return got + q.dequeue_up_to(100).tolist()
+
+
+def test_seeded_shuffle_is_reproducible_and_permutes():
+    first = drain_seeded(7)
+    assert first == drain_seeded(7)
+    assert sorted(first) == list(range(100))
+    assert first != sorted(first)
+    assert first != drain_seeded(8)
+
+
+# -- many threads ----------------------------------------------------------------------------
+
+
+def make_record(i):
+    return i, np.array([i, -i], dtype=np.float32), str(i).encode()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+def test_exactly_once_with_four_producers_and_four_consumers(kind):
+    dtypes, shapes = [qp.int64, qp.float32, qp.string], [[], [2], []]
+    if kind == "fifo":
+        q = qp.FIFOQueue(8, dtypes, shapes=shapes)
+    else:
+        q = qp.RandomShuffleQueue(8, 2, dtypes, shapes=shapes, seed=11)
+    per_producer = 500
+    errors, results = [], [[] for _ in range(4)]
+
+    def produce(p):
+        ids = list(range(p * per_producer, (p + 1) * per_producer))
+        position = 0
+        while position < len(ids):
+            step = 1 + (position % 11)
+            chunk = ids[position:position + step]
+            if len(chunk) == 1:
+                q.enqueue(make_record(chunk[0]))
+            else:
+                records = [make_record(i) for i in chunk]
+                q.enqueue_many(tuple(np.stack(c) if k < 2 else [r[2] for r in records]
+                                     for k, c in enumerate(zip(*records))))
+            position += step
+
+    def consume(c):
+        out, draining, turn = results[c], False, 0
+        while True:
+            turn += 1
+            try:
+                if draining:
+                    out.extend(zip(*(x.tolist() for x in q.dequeue_up_to(5))))
+                elif turn % 3 == 0:
+                    out.append(tuple(x.tolist() if hasattr(x, "tolist") else x
+                                     for x in q.dequeue()))
+                else:
+                    out.extend(zip(*(x.tolist() for x in q.dequeue_many(3 + turn % 2))))
+            except OutOfRangeError:
+                if draining:
+                    return
+                draining = True
+
+    def guarded(fn, i):
+        try:
+            fn(i)
+        except BaseException as e:  # noqa: B902 - reported by the test
+            errors.append(e)
+
+    producers = [threading.Thread(target=guarded, args=(produce, p)) for p in range(4)]
+    consumers = [threading.Thread(target=guarded, args=(consume, c)) for c in range(4)]
+    for thread in producers + consumers:
+        thread.start()
+    for thread in producers:
+        thread.join(30)
+    q.close()
+    for thread in consumers:
+        thread.join(30)
+    assert not errors
+    got = [record for out in results for record in out]
+    assert Counter(r[0] for r in got) == Counter(range(4 * per_producer))
+    for i, floats, text in got:
+        assert floats == [i, -i] and text == str(i).encode()
+    stats = q.stats()
+    assert stats["enqueued"] == stats["dequeued"] == 4 * per_producer and stats["size"] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_enqueue_many_larger_than_capacity_goes_in_as_room_appears(kind):
+    q = make(kind, 4)
+    producer = blocked(q.enqueue_many, [np.arange(10)])
+    got = [q.dequeue() for _ in range(10)]
+    producer.finish()
+    assert producer.error is None
+    assert in_order(kind, got, range(10))
+
+
+# -- timeouts --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_timeouts_raise_deadline_exceeded_and_move_nothing(kind):
+    q = make(kind, 3)
+    with pytest.raises(DeadlineExceededError, match=r"^Queue 'q': dequeue timed out after"):
+        q.dequeue(timeout=0.05)
+    q.enqueue_many([[0, 1]])
+    with pytest.raises(DeadlineExceededError, match=r"^Queue 'q': dequeue_many timed out"):
+        q.dequeue_many(3, timeout=0.05)
+    with pytest.raises(DeadlineExceededError, match=r"^Queue 'q': dequeue_up_to timed out"):
+        q.dequeue_up_to(3, timeout=0)
+    q.enqueue(2)
+    with pytest.raises(DeadlineExceededError, match=r"^Queue 'q': enqueue timed out"):
+        q.enqueue(3, timeout=0.05)
+    with pytest.raises(TimeoutError):  # DeadlineExceededError is also a TimeoutError
+        q.dequeue_many(5, timeout=0.05)  # more than capacity: takes 3, then puts them back
+    assert q.size() == 3
+    assert in_order(kind, q.dequeue_many(3), range(3))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_enqueue_many_timeout_keeps_what_went_in(kind):
+    q = make(kind, 3)
+    with pytest.raises(DeadlineExceededError, match=r"^Queue 'q': enqueue_many timed out"):
+        q.enqueue_many([np.arange(5)], timeout=0.05)
+    assert in_order(kind, q.dequeue_many(3), range(3))
+
+
+# -- abort -----------------------------------------------------------------------------------
+
+
+class Unpicklable(Exception):
+    def __init__(self, *, code):
+        super().__init__(f"code {code}")
+        self.code = code
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("cannot copy")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_abort_drains_then_raises_a_chained_copy(kind):
+    q = make(kind, 5)
+    q.enqueue_many([[0, 1, 2]])
+    cause = DataLossError("corrupt record in shard-3 at offset 12", path="shard-3", offset=12)
+    q.abort(cause)
+    q.abort(RuntimeError("second"))  # the first abort wins
+    assert q.is_closed()
+    with pytest.raises(CancelledError):
+        q.enqueue(3)
+    got = [q.dequeue(), q.dequeue()]
+    with pytest.raises(DataLossError, match=r"^corrupt record in shard-3 at offset 12$") as info:
+        q.dequeue_many(2)
+    error = info.value
+    assert error is not cause and error.__cause__ is cause
+    assert (error.path, error.offset) == ("shard-3", 12)
+    got.append(q.dequeue())  # the failed dequeue_many left the last element
+    assert in_order(kind, got, [0, 1, 2])
+    with pytest.raises(DataLossError) as info:
+        q.dequeue_up_to(2)
+    assert info.value.__cause__ is cause
+
+
+def test_abort_wakes_a_blocked_consumer_with_the_cause():
+    q = qp.FIFOQueue(3, [qp.int64], shapes=[[]])
+    q.enqueue(0)
+    consumer = blocked(q.dequeue_many, 2)
+    cause = ValueError("bad input")
+    q.abort(cause)
+    error = consumer.finish().error
+    assert type(error) is ValueError and str(error) == "bad input" and error.__cause__ is cause
+    assert q.dequeue() == 0
+
+
+def test_abort_wakes_a_blocked_producer():
+    q = qp.FIFOQueue(1, [qp.int64], shapes=[[]])
+    q.enqueue(0)
+    producer = blocked(q.enqueue_many, [[1, 2]])
+    q.abort(ValueError("bad input"))
+    assert isinstance(producer.finish().error, CancelledError)
+
+
+def test_abort_with_an_uncopyable_exception_raises_the_original():
+    q = qp.FIFOQueue(1, [qp.int64])
+    cause = Unpicklable(code=3)
+    with pytest.raises(TypeError):
+        copy.copy(cause)
+    q.abort(cause)
+    with pytest.raises(Unpicklable) as info:
+        q.dequeue()
+    assert info.value is cause
+
+
+# -- the never-started warning ---------------------------------------------------------------
+
+
+def test_warns_once_when_no_runner_was_started(monkeypatch):
+    monkeypatch.setattr(queues, "STARVATION_WARNING_SECS", 0.05)
+    q = qp.FIFOQueue(2, [qp.int64], name="q")
+    q._runner_added()
+    q._runner_added()
+    with pytest.warns(RuntimeWarning,
+                      match=r"^dequeue on Queue 'q' has waited 0\.05 s, but none of its 2 "
+                            r"QueueRunner\(s\) was started: call qp\.start_queue_runners\(\) "
+                            r"\(or use `with qp\.running\(\):`\) before dequeuing$"):
+        with pytest.raises(DeadlineExceededError):
+            q.dequeue(timeout=0.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(DeadlineExceededError):
+            q.dequeue_many(2, timeout=0.3)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def test_warning_keeps_waiting_and_the_dequeue_still_succeeds(monkeypatch):
+    monkeypatch.setattr(queues, "STARVATION_WARNING_SECS", 0.05)
+    q = qp.FIFOQueue(2, [qp.int64], name="q")
+    q._runner_added()
+    with pytest.warns(RuntimeWarning, match=r"^dequeue on Queue 'q' has waited"):
+        consumer = blocked(q.dequeue)
+        q.enqueue(4)
+        assert consumer.finish().result == 4
+
+
+@pytest.mark.parametrize("runner", ["started", "none"])
+def test_no_warning_when_a_runner_started_or_none_exists(monkeypatch, runner):
+    monkeypatch.setattr(queues, "STARVATION_WARNING_SECS", 0.05)
+    q = qp.FIFOQueue(2, [qp.int64])
+    if runner == "started":
+        q._runner_added()
+        q._runner_started()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(DeadlineExceededError):
+            q.dequeue(timeout=0.3)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+# -- PaddingFIFOQueue and PriorityQueue ------------------------------------------------------
+
+
+def test_padding_queue_pads_each_batch_to_its_longest():
+    q = qp.PaddingFIFOQueue(10, [qp.int32, qp.string, qp.float32],
+                            shapes=[[None], [None], [2]])
+    q.enqueue(([1], [b"a"], [0, 1]))
+    q.enqueue(([1, 2, 3], [], [2, 3]))
+    q.enqueue(([4, 5], ["bb", "c"], [4, 5]))
+    q.enqueue(([6], [b"d"], [6, 7]))
+    numbers, strings, fixed = q.dequeue_many(2)
+    assert numbers.dtype == np.int32 and numbers.tolist() == [[1, 0, 0], [1, 2, 3]]
+    assert strings.dtype == object and strings.tolist() == [[b"a"], [b""]]
+    assert fixed.tolist() == [[0, 1], [2, 3]]
+    numbers, strings, _ = q.dequeue_many(1)
+    assert numbers.tolist() == [[4, 5]] and strings.tolist() == [[b"bb", b"c"]]
+    numbers, strings, _ = q.dequeue()  # a single element is not padded
+    assert numbers.tolist() == [6] and strings.tolist() == [b"d"]
+
+
+def test_padding_queue_checks_known_dims_and_rank():
+    q = qp.PaddingFIFOQueue(3, [qp.int64], shapes=[[None, 2]], name="q")
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: expected shape \[\?, 2\], got shape \[3\]$"):
+        q.enqueue(np.array([1, 2, 3]))
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'q' component 0: expected dtype int64, got an array of "
+                             r"dtype float64 and shape \[2, 4, 2\] "):
+        q.enqueue_many([np.zeros((2, 4, 2))])
+    q.enqueue_many([np.zeros((2, 4, 2), dtype=np.int64)])
+    assert q.dequeue_many(2).shape == (2, 4, 2)
+
+
+def test_priority_queue_lowest_first_and_ties_fifo():
+    q = qp.PriorityQueue(10, [qp.string], shapes=[[]])
+    q.enqueue((3, b"c1"))
+    q.enqueue_many(([1, 2, 1], [b"a1", b"b1", b"a2"]))
+    q.enqueue((3, b"c2"))
+    q.enqueue((1, b"a3"))
+    assert q.dequeue() == (1, b"a1")
+    priorities, values = q.dequeue_many(4)
+    assert priorities.tolist() == [1, 1, 2, 3]
+    assert values.tolist() == [b"a2", b"a3", b"b1", b"c1"]
+    assert q.dequeue() == (3, b"c2")
+
+
+def test_priority_queue_put_back_keeps_tie_order():
+    q = qp.PriorityQueue(10, [qp.int64], shapes=[[]])
+    q.enqueue_many(([5, 5, 5], [0, 1, 2]))
+    q.close()
+    with pytest.raises(OutOfRangeError):
+        q.dequeue_many(4)
+    assert q.dequeue_up_to(4)[1].tolist() == [0, 1, 2]
+
+
+def test_stats_count_elements_and_waiting():
+    q = qp.FIFOQueue(1, [qp.int64], shapes=[[]])
+    consumer = blocked(q.dequeue)
+    q.enqueue(1)
+    consumer.finish()
+    q.enqueue(2)
+    producer = blocked(q.enqueue, 3)
+    q.dequeue()
+    producer.finish()
+    stats = q.stats()
+    assert {k: stats[k] for k in ("enqueued", "dequeued", "size", "capacity")} == {
+        "enqueued": 3, "dequeued": 2, "size": 1, "capacity": 1}
+    assert stats["consumer_wait_secs"] > 0 and stats["producer_wait_secs"] > 0
+
+
+@pytest.mark.parametrize("n", [0, -2, 1.0])
+def test_batch_size_must_be_a_positive_int(n):
+    q = qp.FIFOQueue(3, [qp.int64])
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"^dequeue_many: n must be a positive int, got {re.escape(repr(n))}$"):
+        q.dequeue_many(n)
+
+
+# -- a model check ---------------------------------------------------------------------------
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["enqueue_many", "dequeue_many", "dequeue_up_to"]),
+              st.integers(1, 12)),
+    max_size=40)
+
+
+@settings(max_examples=60)
+@given(operations)
+def test_fifo_matches_a_list_model(ops):
+    """Non-blocking (timeout=0) enqueue_many/dequeue_many on FIFO behave like a Python list,
+    including partial enqueue_many on timeout, across ring wrap-around."""
+    capacity = 8
+    q = qp.FIFOQueue(capacity, [qp.int64, qp.float64, qp.string], shapes=[[], [2], []])
+    model, counter = [], 0
+    for op, k in ops:
+        if op == "enqueue_many":
+            ids = np.arange(counter, counter + k)
+            counter += k
+            room = capacity - len(model)
+            try:
+                q.enqueue_many((ids, np.stack([ids, ids * 0.5], axis=1),
+                                [str(i).encode() for i in ids]), timeout=0)
+                assert k <= room
+            except DeadlineExceededError:
+                assert k > room
+            model.extend(ids[:room].tolist())
+        else:
+            try:
+                ids, floats, strings = getattr(q, op)(k, timeout=0)
+            except DeadlineExceededError:
+                assert len(model) < k
+                continue
+            assert ids.tolist() == model[:k]
+            assert floats.tolist() == [[i, i * 0.5] for i in model[:k]]
+            assert strings.tolist() == [str(i).encode() for i in model[:k]]
+            del model[:k]
+        assert q.size() == len(model)
+    q.close()
+    rest = q.dequeue_up_to(capacity)[0].tolist() if model else []
+    assert rest == model
