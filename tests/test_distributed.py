@@ -209,35 +209,27 @@ def test_sharded_reader_rejects_a_bad_rank():
 
 WORKER = textwrap.dedent('''
     """One rank of the test job: read each dataset's share for 2 epochs, gather at rank 0."""
+    import functools
     import json
     import os
     import sys
 
     import torch.distributed as dist
+    from torch.utils.data import DataLoader
 
     import queuepipe as qp
     from queuepipe.distributed import shard_files, shard_info
+    from queuepipe.integrations.torch import QueuePipeIterableDataset
 
-    def read_epoch(share, epoch):
-        pipeline = qp.Pipeline()
-        with pipeline.as_default():
-            files = qp.train.string_input_producer(share.files, num_epochs=1, seed=epoch)
+    def make_batches(shard, folder):
+        share = shard_files(os.path.join(folder, "*.tfrecord"), *shard)
+        files = qp.train.string_input_producer(share.files, num_epochs=1)
         reader = share.reader()
-        coord = qp.Coordinator()
-        threads = qp.train.start_queue_runners(coord, pipeline=pipeline)
-        seen = []
-        try:
-            while True:
-                try:
-                    keys, values = reader.read_up_to(files, 3)
-                except qp.OutOfRangeError:
-                    return seen
-                seen.extend(value.decode() for value in values)
-        finally:
-            coord.request_stop()
-            coord.join(threads)
+        return qp.train.shuffle_batch(lambda: reader.read_up_to(files, 3)[1], 4, capacity=32,
+                                      min_after_dequeue=8, enqueue_many=True,
+                                      allow_smaller_final_batch=True)
 
-    out, datasets = sys.argv[1], sys.argv[2:]
+    out, folders = sys.argv[1], sys.argv[2:]
     dist.init_process_group("gloo")
     rank, world_size = dist.get_rank(), dist.get_world_size()
     # torchrun's RANK/WORLD_SIZE first; without them, the process group answers.
@@ -245,11 +237,15 @@ WORKER = textwrap.dedent('''
     del os.environ["RANK"], os.environ["WORLD_SIZE"]
     assert from_env == tuple(shard_info()) == (rank, world_size), (from_env, shard_info())
     results = {}
-    for folder in datasets:
+    for folder in folders:
         share = shard_files(os.path.join(folder, "*.tfrecord"))
+        loader = DataLoader(QueuePipeIterableDataset(functools.partial(make_batches,
+                                                                       folder=folder)),
+                            batch_size=None)
         mine = {"files": [os.path.basename(f) for f in share.files],
                 "record_shard": list(share.record_shard),
-                "epochs": [read_epoch(share, epoch) for epoch in range(2)]}
+                "epochs": [[r.decode() for batch in loader for r in batch.tolist()]
+                           for epoch in range(2)]}
         gathered = [None] * world_size
         dist.all_gather_object(gathered, mine)
         results[os.path.basename(folder)] = gathered
