@@ -170,21 +170,53 @@ def s3(s3_server):
         _forget_s3_clients()
 
 
+def _upload_shards(fs, bucket, tmp_path, shards):
+    """Writes the shards with write_shards (with .index files) and uploads them all."""
+    local = tmp_path / "shards"
+    paths = qp.write_shards([r for records in shards for r in records], local, len(shards),
+                            progress=False)
+    fs.put(str(local) + "/", f"{bucket}/", recursive=True)
+    fs.pipe(f"{bucket}/README.txt", b"not a shard")
+    return [os.path.basename(path) for path in paths]
+
+
 def test_pipeline_over_s3(s3, tmp_path):
     fs, bucket = s3
     shards = _records(4, 6)
-    local = tmp_path / "shards"
-    local.mkdir()
-    for s, records in enumerate(shards):
-        with qp.io.TFRecordWriter(str(local / f"shard-{s}.tfrecord")) as writer:
-            for record in records:
-                writer.write(record)
-    fs.put(str(local / "shard-*.tfrecord"), f"{bucket}/")
-    fs.pipe(f"{bucket}/README.txt", b"not a shard")
+    names = _upload_shards(fs, bucket, tmp_path, shards)
+    assert sorted(fs.ls(bucket, detail=False)) == sorted(
+        [f"{bucket}/README.txt"] + [f"{bucket}/{n}{ext}" for n in names for ext in ("", ".index")])
 
     got = _read_pipeline(f"s3://{bucket}/shard-*.tfrecord", num_epochs=2)
 
     expected = [r for records in shards for r in records] * 2
     assert collections.Counter(value for _, value in got) == collections.Counter(expected)
-    offsets = collections.Counter(key.rsplit(b":", 1)[0] for key, _ in got)
-    assert offsets == {b"s3://%s/shard-%d.tfrecord" % (bucket.encode(), s): 12 for s in range(4)}
+    files = collections.Counter(key.rsplit(b":", 1)[0] for key, _ in got)
+    assert files == {b"s3://%s/%s" % (bucket.encode(), n.encode()): 12 for n in names}
+
+
+def test_ranks_share_one_s3_shard_through_its_remote_index(s3, tmp_path):
+    from queuepipe.distributed import ShardedTFRecordReader, shard_files
+    fs, bucket = s3
+    shards = _records(1, 9)
+    (name,) = _upload_shards(fs, bucket, tmp_path, shards)
+    # Damage record 1 (rank 1's) in S3: rank 0 seeks past it by the index and never sees it.
+    data = bytearray(fs.cat(f"{bucket}/{name}"))
+    offset = 12 + len(shards[0][0]) + 4
+    data[offset + 12] ^= 0xFF
+    fs.pipe(f"{bucket}/{name}", bytes(data))
+
+    def read(rank):
+        share = shard_files(f"s3://{bucket}/shard-*.tfrecord", rank, 2)
+        reader = share.reader()
+        assert isinstance(reader, ShardedTFRecordReader)
+        files = qp.FIFOQueue(2, dtypes=[qp.string])
+        files.enqueue(share.files[0].encode())
+        files.close()
+        return reader.read_up_to(files, 10)[1].tolist()  # one file: all of this rank's
+
+    assert read(0) == shards[0][0::2]
+    with pytest.raises(qp.errors.DataLossError, match=rf"^corrupted record at {offset + 12}: "
+                                                      rf"data checksum mismatch .* in file "
+                                                      rf"'s3://{bucket}/{name}'$"):
+        read(1)
