@@ -13,6 +13,7 @@ import queuepipe as qp
 from queuepipe import parsing
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.protos import Example, Feature, make_example
+from queuepipe.records import tf_record_iterator
 
 
 # --- Golden data ----------------------------------------------------------------------------
@@ -47,16 +48,6 @@ def _specs(description):
 
 def _cases(manifest, api):
     return [case for case in manifest["cases"] if case["api"] == api]
-
-
-def _tfrecords(path):
-    """The payloads of a TFRecord file (framing only; checksums are the records module's)."""
-    data, pos, out = open(path, "rb").read(), 0, []
-    while pos < len(data):
-        (length,) = struct.unpack_from("<Q", data, pos)
-        out.append(data[pos + 12:pos + 12 + length])
-        pos += 16 + length
-    return out
 
 
 def _assert_same(got, want, what):
@@ -126,7 +117,7 @@ def test_parse_single_example_matches_tensorflow_record_by_record(golden):
 def test_parse_single_sequence_example_matches_tensorflow(golden):
     manifest, expected, _, path = golden
     (case,) = _cases(manifest, "parse_single_sequence_example")
-    records = _tfrecords(os.path.join(path, case["file"]))
+    records = list(tf_record_iterator(os.path.join(path, case["file"])))
     assert len(records) == manifest["files"][case["file"]]["records"]
     for i, record in enumerate(records):
         context, sequence = qp.parse_single_sequence_example(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from queuepipe.protos import (BytesList, Example, Feature, FeatureList, FeatureLists, Features,
                               FloatList, Int64List, SequenceExample, make_example,
                               make_sequence_example)
+from queuepipe.records import tf_record_iterator
 
 
 def _varint(data, pos):
@@ -110,9 +111,8 @@ def test_parses_tensorflow_golden_examples_and_reserializes_every_entry_identica
 
 
 def test_parses_tensorflow_golden_sequence_examples(golden_dir):
-    data = open(os.path.join(golden_dir, "sequence.tfrecord"), "rb").read()
-    length = int.from_bytes(data[:8], "little")
-    sequence = SequenceExample.FromString(data[12:12 + length])
+    first = next(iter(tf_record_iterator(os.path.join(golden_dir, "sequence.tfrecord"))))
+    sequence = SequenceExample.FromString(first)
     assert list(sequence.context.feature["length"].int64_list.value) == [4]
     assert list(sequence.context.feature["title"].bytes_list.value) == [b"seq-0"]
     steps = sequence.feature_lists.feature_list["words"].feature
