@@ -1,0 +1,270 @@
+"""Write a dataset as N balanced TFRecord shards, in parallel and atomically, with index files.
+
+Record ``i`` goes to shard ``i % num_shards``, so the shards are balanced and the layout depends
+only on the order of the records. Each shard is written under a temporary name in the output
+folder, synced to disk and renamed into place only when complete, so a shard name never holds a
+partial file, even after a crash or a full disk.
+
+Beside each shard, ``<shard>.index`` lists one line per record, ``"<byte offset> <byte length>"``
+(the length of the whole framed record), the format the ``tfrecord`` package and NVIDIA DALI
+read to enter a file at any record.
+
+Usage::
+
+    paths = qp.write_shards({"image": images, "label": labels}, "train/", num_shards=8)
+    filenames = qp.train.string_input_producer(paths, num_epochs=1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import multiprocessing
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Mapping
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from queuepipe.records import FRAME_BYTES, TFRecordOptions, TFRecordWriter
+
+__all__ = ["write_shards", "read_index", "shard_name"]
+
+_BYTES = (bytes, bytearray, memoryview)
+_PARALLEL_FROM = 10_000  # records to serialize before processes=None starts worker processes
+
+
+def shard_name(prefix: str, index: int, num_shards: int) -> str:
+    """The file name of shard ``index``: ``"<prefix>-00003-of-00008.tfrecord"``."""
+    return f"{prefix}-{index:05d}-of-{num_shards:05d}.tfrecord"
+
+
+def _serialize(record: Any, number: int) -> bytes:
+    """``record`` (bytes, an Example, or a dict for ``make_example``) as bytes."""
+    if isinstance(record, _BYTES):
+        return bytes(record)
+    if isinstance(record, Mapping):
+        from queuepipe.protos import make_example
+
+        try:
+            return make_example(record).SerializeToString(deterministic=True)
+        except TypeError as e:
+            raise TypeError(f"record {number}: {e}") from e
+    if hasattr(record, "SerializeToString"):
+        return record.SerializeToString(deterministic=True)
+    raise TypeError(f"record {number} is a {type(record).__name__}: write_shards takes bytes, "
+                    "Example messages, or dicts of feature values")
+
+
+def _rows(part: Any, first: int, step: int):
+    """Yields ``(record number, serialized record)`` of one shard's part of the input.
+
+    ``part`` is a list of records, or a dict of columns whose row ``j`` is record
+    ``first + j * step``.
+    """
+    if isinstance(part, Mapping):
+        length = len(next(iter(part.values()))) if part else 0
+        for j in range(length):
+            number = first + j * step
+            yield number, _serialize({key: column[j] for key, column in part.items()}, number)
+    else:
+        for j, record in enumerate(part):
+            number = first + j * step
+            yield number, _serialize(record, number)
+
+
+def _write_shard(path: str, part: Any, first: int, step: int, options: TFRecordOptions,
+                 index: bool) -> int:
+    """Writes one shard (and its index) atomically; returns its number of records.
+
+    Runs in a worker process (it is a top-level function, so "spawn" can import it) or in the
+    caller's. On any failure the temporary files are removed and nothing appears under the
+    final names; an OSError is raised again naming the shard.
+    """
+    folder, name = os.path.split(path)
+    index_path = path + ".index"
+    temps = []  # temporary files not yet renamed into place
+    placed_index = done = False
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        os.close(fd)
+        temps.append(tmp)
+        lengths = []
+        with TFRecordWriter(tmp, options) as writer:
+            for _, record in _rows(part, first, step):
+                writer.write(record)
+                lengths.append(len(record) + FRAME_BYTES)
+            writer.flush()
+            os.fsync(writer.fileno())
+        if index:
+            fd, tmp_index = tempfile.mkstemp(dir=folder, prefix=f".{name}.index.", suffix=".tmp")
+            temps.append(tmp_index)
+            offsets = np.cumsum([0] + lengths[:-1]) if lengths else []
+            with os.fdopen(fd, "w") as f:
+                f.writelines(f"{offset} {length}\n" for offset, length in zip(offsets, lengths))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp_index, index_path)  # first, so a shard never appears without it
+            temps.remove(tmp_index)
+            placed_index = True
+        os.replace(tmp, path)
+        temps.remove(tmp)
+        done = True
+        return len(lengths)
+    except OSError as e:
+        message = f"cannot write shard '{path}': {e.strerror or e}"
+        raise (OSError(e.errno, message) if e.errno else OSError(message)) from e
+    finally:
+        for leftover in temps:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(leftover)
+        if placed_index and not done:  # the index of a shard that never made it
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(index_path)
+
+
+def _remove_temporaries(path: str) -> None:
+    """Removes the temporary files of shard ``path`` (named as :func:`_write_shard` names them)."""
+    folder, name = os.path.split(path)
+    for leftover in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*tmp")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(leftover)
+
+
+def _write_shard_task(task: Tuple) -> int:
+    return _write_shard(*task)
+
+
+def _split(records: Any, num_shards: int) -> Tuple[List[Any], int]:
+    """Each shard's part of the input, and the number of records."""
+    if isinstance(records, Mapping):
+        lengths = {key: len(column) for key, column in records.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"write_shards needs columns of equal length, got {lengths}")
+        columns = {key: column if isinstance(column, (np.ndarray, list)) else list(column)
+                   for key, column in records.items()}
+        parts = [{key: column[s::num_shards] for key, column in columns.items()}
+                 for s in range(num_shards)]
+        return parts, next(iter(lengths.values()), 0)
+    if not isinstance(records, Sequence):
+        records = list(records)
+    return [list(records[s::num_shards]) for s in range(num_shards)], len(records)
+
+
+def _progress_bar(progress: bool, total: int, desc: str):
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            pass
+        else:
+            # Without tqdm's monitor thread, which would outlive the bar.
+            quiet_monitor = type("ShardProgress", (tqdm,), {"monitor_interval": 0})
+            return quiet_monitor(total=total, desc=desc, unit="records")
+    return contextlib.nullcontext()
+
+
+def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
+                 out_dir: Union[str, "os.PathLike[str]"], num_shards: int, *,
+                 prefix: str = "shard", options=None, processes: Optional[int] = None,
+                 progress: bool = True, index: bool = True) -> List[str]:
+    """Writes ``records`` as ``num_shards`` TFRecord files; record ``i`` to shard ``i % num_shards``.
+
+    Args:
+      records: serialized records (bytes), Example messages, or dicts of feature values (each
+        made into an Example with ``qp.train.make_example``), as a sequence or any iterable
+        (an iterable is read into memory first); or a dict of equal-length columns (arrays or
+        lists), row ``i`` of every column making record ``i``.
+      out_dir: the folder for the shards (created if missing); a local path.
+      num_shards: how many shards (>= 1).
+      prefix: shard names are ``<prefix>-00000-of-00008.tfrecord``, ...; add a suffix such
+        as ``.gz`` to the prefix's files yourself if you want one.
+      options: compression, as for ``TFRecordWriter`` (None, "GZIP", "ZLIB", TFRecordOptions).
+      processes: worker processes (started with "spawn", so a script calling this needs the
+        usual ``if __name__ == "__main__":`` guard); 1 writes in this process. None: in this
+        process when every record is already bytes (writing is then I/O-bound) or there are
+        fewer than 10,000, else one process per shard up to the number of CPUs.
+      progress: show a tqdm progress bar (if tqdm is installed; quiet otherwise).
+      index: also write ``<shard>.index`` beside each shard. Needs uncompressed shards: an
+        index holds byte offsets into the file, and a compressed stream cannot be entered at
+        an offset.
+
+    Returns:
+      The shard paths, in shard order.
+
+    Raises:
+      ValueError: a bad ``num_shards``/``processes``, columns of unequal length, or ``index``
+        with compression.
+      TypeError: a record of another type (the message names the record number).
+      OSError: a shard could not be written (the message names it). Each shard is atomic:
+        the failed one leaves neither a file under its name nor a temporary file; shards
+        already complete stay.
+    """
+    if isinstance(num_shards, bool) or int(num_shards) != num_shards or num_shards < 1:
+        raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
+    if processes is not None and (int(processes) != processes or processes < 1):
+        raise ValueError(f"processes must be a positive integer or None, got {processes!r}")
+    options = options if isinstance(options, TFRecordOptions) else TFRecordOptions(options)
+    if index and options.compression_type:
+        raise ValueError(f"index=True needs uncompressed shards, got compression "
+                         f"{options.compression_type!r}: pass index=False (an index holds byte "
+                         "offsets, and a compressed stream cannot be entered at an offset)")
+    num_shards = int(num_shards)
+    parts, total = _split(records, num_shards)
+    out_dir = os.fspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, shard_name(prefix, s, num_shards)) for s in range(num_shards)]
+    tasks = [(paths[s], parts[s], s, num_shards, options, index) for s in range(num_shards)]
+    if processes is None:
+        serialized = not isinstance(records, Mapping) and all(
+            isinstance(r, _BYTES) for part in parts for r in part)
+        few = total < _PARALLEL_FROM  # starting worker processes would cost more than it saves
+        processes = 1 if serialized or few else min(num_shards, os.cpu_count() or 1)
+    with _progress_bar(progress, total, f"write_shards {prefix}") as bar:
+        advance = bar.update if bar is not None else (lambda n: None)
+        if processes == 1 or num_shards == 1:
+            for task in tasks:
+                advance(_write_shard_task(task))
+            return paths
+        # Futures rather than a multiprocessing.Pool: a worker that dies (killed, out of
+        # memory) fails its shards with BrokenProcessPool instead of hanging the call.
+        with ProcessPoolExecutor(min(processes, num_shards),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_write_shard_task, task): task[0] for task in tasks}
+            failures = []
+            for future in as_completed(futures):  # every shard ends before any error is raised
+                if future.exception() is None:
+                    advance(future.result())
+                else:
+                    failures.append(futures[future])
+        for path in failures:
+            _remove_temporaries(path)  # what a worker that died could not clean up
+        for future in futures:
+            future.result()  # raises the first shard's error, if any
+    return paths
+
+
+def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
+    """Reads a ``.index`` file written by :func:`write_shards` (or the ``tfrecord`` package).
+
+    Returns:
+      An ``(N, 2)`` int64 array: the byte offset and the framed length of each record.
+
+    Raises:
+      NotFoundError: the file does not exist.
+      ValueError: a line is not two non-negative integers (the message names file and line).
+    """
+    from queuepipe.records import open_file
+
+    with open_file(path, "rb") as f:
+        lines = f.read().decode("ascii", errors="replace").splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if len(fields) != 2 or not all(field.isdigit() for field in fields):
+            raise ValueError(f"{os.fsdecode(path)}:{number}: an index line is "
+                             f"'<offset> <length>', got {line!r}")
+        rows.append((int(fields[0]), int(fields[1])))
+    return np.array(rows, dtype=np.int64).reshape(len(rows), 2)

@@ -1,0 +1,207 @@
+"""write_shards: balanced, exact, atomic shards with index files; read_index."""
+
+import errno
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+from queuepipe.errors import NotFoundError
+from queuepipe.protos import Example, make_example
+from queuepipe.records import RecordScanner, TFRecordWriter, tf_record_iterator
+from queuepipe.shards import read_index, shard_name, write_shards
+
+
+def scan(path, options=None):
+    scanner = RecordScanner(path, options)
+    try:
+        return list(scanner)
+    finally:
+        scanner.close()
+
+
+def shard_contents(paths, options=None):
+    return [[data for _, data in scan(p, options)] for p in paths]
+
+
+def random_records(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.bytes(int(k)) for k in rng.integers(0, 300, size=n)]
+
+
+def assert_nothing_temporary(folder):
+    assert [name for name in os.listdir(folder) if name.endswith(".tmp")] == []
+
+
+def test_bytes_round_trip_balanced_in_order_with_matching_indexes(tmp_path):
+    records = random_records(103)
+    paths = write_shards(records, tmp_path / "out", 4, processes=1, progress=False)
+    assert paths == [str(tmp_path / "out" / f"shard-0000{s}-of-00004.tfrecord") for s in range(4)]
+    assert shard_contents(paths) == [records[s::4] for s in range(4)]
+    for path in paths:
+        pairs = scan(path)
+        index = read_index(path + ".index")
+        assert index.dtype == np.int64 and index.shape == (len(pairs), 2)
+        assert index.tolist() == [[offset, len(data) + 16] for offset, data in pairs]
+        assert int(index[-1].sum()) == os.path.getsize(path)
+    with open(paths[0] + ".index") as f:
+        assert f.readline() == f"0 {len(records[0]) + 16}\n"  # the tfrecord package's format
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_dict_of_columns_round_trip(tmp_path, processes):
+    n = 37
+    rng = np.random.default_rng(3)
+    columns = {"label": np.arange(n, dtype=np.int64),
+               "image": [rng.bytes(12) for _ in range(n)],
+               "xy": rng.random((n, 2)).astype(np.float32)}
+    paths = write_shards(columns, tmp_path, 3, processes=processes, progress=False)
+    expected = [make_example({key: column[i] for key, column in columns.items()})
+                .SerializeToString(deterministic=True) for i in range(n)]
+    assert shard_contents(paths) == [expected[s::3] for s in range(3)]
+    first = Example.FromString(shard_contents(paths)[1][0]).features.feature
+    assert list(first["label"].int64_list.value) == [1]
+    assert first["image"].bytes_list.value == [columns["image"][1]]
+    assert np.array_equal(np.array(first["xy"].float_list.value, np.float32), columns["xy"][1])
+
+
+@pytest.mark.parametrize("processes", [None, 2])
+def test_dicts_messages_and_generators_give_the_exact_multiset(tmp_path, processes):
+    rows = [{"id": i, "name": f"row {i}", "weights": [i / 2, -i]} for i in range(50)]
+    expected = [make_example(row).SerializeToString(deterministic=True) for row in rows]
+    paths = write_shards(iter(rows), tmp_path / "dicts", 5, processes=processes,
+                         progress=False)
+    got = shard_contents(paths)
+    assert got == [expected[s::5] for s in range(5)]
+    assert Counter(r for shard in got for r in shard) == Counter(expected)
+    messages = [make_example(row) for row in rows]
+    paths = write_shards(messages, tmp_path / "messages", 5, processes=1, progress=False)
+    assert shard_contents(paths) == [expected[s::5] for s in range(5)]
+
+
+def test_compressed_shards_and_names(tmp_path):
+    records = random_records(20, seed=5)
+    paths = write_shards(records, tmp_path, 2, prefix="train.gz", options="GZIP", index=False,
+                         progress=False)
+    assert [os.path.basename(p) for p in paths] == [
+        "train.gz-00000-of-00002.tfrecord", "train.gz-00001-of-00002.tfrecord"]
+    assert shard_name("x", 12, 100) == "x-00012-of-00100.tfrecord"
+    assert shard_contents(paths, "GZIP") == [records[0::2], records[1::2]]
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)
+    with pytest.raises(ValueError, match=r"^index=True needs uncompressed shards, got "
+                                         r"compression 'ZLIB': pass index=False"):
+        write_shards(records, tmp_path, 2, options=qp.TFRecordOptions("ZLIB"))
+
+
+def test_empty_input_writes_empty_shards(tmp_path):
+    paths = write_shards([], tmp_path, 2, progress=False)
+    assert shard_contents(paths) == [[], []]
+    assert read_index(paths[0] + ".index").shape == (0, 2)
+
+
+def full_disk(shard, after):
+    """A TFRecordWriter class whose disk fills up after ``after`` records of ``shard``."""
+
+    class FullDisk(TFRecordWriter):
+        written = 0
+
+        def write(self, record):
+            if shard in self.path and self.written == after:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.written += 1
+            super().write(record)
+
+    return FullDisk
+
+
+def test_a_full_disk_leaves_no_partial_or_temporary_file(tmp_path, monkeypatch):
+    monkeypatch.setattr("queuepipe.shards.TFRecordWriter", full_disk("shard-00001", 3))
+    records = random_records(30)
+    with pytest.raises(OSError, match=r"^\[Errno 28\] cannot write shard "
+                                      r"'.*shard-00001-of-00003\.tfrecord': "
+                                      r"No space left on device$") as info:
+        write_shards(records, tmp_path, 3, processes=1, progress=False)
+    assert info.value.errno == errno.ENOSPC
+    assert sorted(os.listdir(tmp_path)) == ["shard-00000-of-00003.tfrecord",
+                                            "shard-00000-of-00003.tfrecord.index"]
+    assert shard_contents([str(tmp_path / "shard-00000-of-00003.tfrecord")]) == [records[0::3]]
+
+
+def test_a_failed_rename_takes_the_index_back(tmp_path, monkeypatch):
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if dst.endswith(".tfrecord"):
+            raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match=r"^\[Errno 18\] cannot write shard "
+                                      r"'.*shard-00000-of-00001\.tfrecord'"):
+        write_shards([b"a", b"b"], tmp_path, 1, progress=False)
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_existing_shard_survives_a_failed_rewrite(tmp_path, monkeypatch):
+    (old,) = write_shards([b"old"], tmp_path, 1, progress=False)
+    monkeypatch.setattr("queuepipe.shards.TFRecordWriter", full_disk("shard-00000", 3))
+    with pytest.raises(OSError, match=r"^\[Errno 28\] cannot write shard"):
+        write_shards([b"new"] * 10, tmp_path, 1, progress=False)
+    assert list(tf_record_iterator(old)) == [b"old"]
+    assert read_index(old + ".index").tolist() == [[0, 19]]
+    assert_nothing_temporary(tmp_path)
+
+
+def test_an_error_in_a_worker_reaches_the_caller_and_other_shards_finish(tmp_path):
+    rows = [{"a": i} for i in range(9)]
+    rows[7] = {"a": object()}  # record 7 belongs to shard 1
+    with pytest.raises(TypeError, match=r"^record 7: feature 'a': "):
+        write_shards(rows, tmp_path, 3, processes=2, progress=False)
+    assert sorted(os.listdir(tmp_path)) == [
+        "shard-00000-of-00003.tfrecord", "shard-00000-of-00003.tfrecord.index",
+        "shard-00002-of-00003.tfrecord", "shard-00002-of-00003.tfrecord.index"]
+
+
+def test_argument_errors(tmp_path):
+    with pytest.raises(ValueError, match=r"^num_shards must be a positive integer, got 0$"):
+        write_shards([b"x"], tmp_path, 0)
+    with pytest.raises(ValueError, match=r"^processes must be a positive integer or None, "
+                                         r"got 0$"):
+        write_shards([b"x"], tmp_path, 1, processes=0)
+    with pytest.raises(ValueError, match=r"^write_shards needs columns of equal length, got "
+                                         r"\{'a': 3, 'b': 2\}$"):
+        write_shards({"a": [1, 2, 3], "b": [1, 2]}, tmp_path, 1)
+    with pytest.raises(TypeError, match=r"^record 1 is a int: write_shards takes bytes, "
+                                        r"Example messages, or dicts of feature values$"):
+        write_shards([b"x", 5], tmp_path, 1, progress=False)
+    assert_nothing_temporary(tmp_path)
+
+
+def test_progress_bar_with_and_without_tqdm(tmp_path, capsys, monkeypatch):
+    import tqdm  # noqa: F401 - the demo extra installs it, so CI has it
+    write_shards([b"x"] * 10, tmp_path, 2, progress=True)
+    assert "write_shards shard" in capsys.readouterr().err
+    write_shards([b"x"] * 10, tmp_path, 2, progress=False)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    paths = write_shards([b"x"] * 10, tmp_path, 2, progress=True)
+    assert capsys.readouterr().err == ""
+    assert shard_contents(paths) == [[b"x"] * 5] * 2
+
+
+def test_read_index_errors(tmp_path):
+    bad = tmp_path / "bad.index"
+    bad.write_text("0 20\n20 x\n")
+    with pytest.raises(ValueError, match=r"^.*bad\.index:2: an index line is "
+                                         r"'<offset> <length>', got '20 x'$"):
+        read_index(bad)
+    with pytest.raises(NotFoundError, match=r"^file not found: '.*missing\.index'$"):
+        read_index(tmp_path / "missing.index")
+
+
+def test_public_name():
+    assert qp.write_shards is write_shards
