@@ -15,17 +15,27 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import types
 
 import pytest
 
 import queuepipe
-from queuepipe import dtypes, errors
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
 API = os.path.join(DOCS, "api")
 BUILD_TIMEOUT_SECS = 50
+
+
+def _load_hook():
+    """docs/_ext/public_names.py, the mkdocs hook that knows where each public name is documented."""
+    spec = importlib.util.spec_from_file_location(
+        "public_names", os.path.join(DOCS, "_ext", "public_names.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+reference_id = _load_hook().reference_id
 
 
 def mkdocs_build(config_dir, site_dir):
@@ -101,19 +111,6 @@ def test_cookbook_recipes_run(tmp_path, monkeypatch):
     with queuepipe.Pipeline().as_default():
         for line, code in blocks:
             exec(compile("\n" * (line - 1) + code, "docs/cookbook.md", "exec"), namespace)
-
-
-def reference_id(name):
-    """The anchor id mkdocstrings gives the documentation of public name ``qp.<name>``."""
-    if name in queuepipe._LAZY:
-        return f"{queuepipe._LAZY[name]}.{name}"
-    value = getattr(queuepipe, name)
-    if isinstance(value, types.ModuleType):
-        return value.__name__
-    for module in (errors, dtypes):
-        if name in module.__all__:
-            return f"{module.__name__}.{name}"
-    return f"queuepipe.{name}"
 
 
 def rendered_ids(site):
