@@ -71,7 +71,7 @@ def _check_seed(seed: Any) -> Optional[int]:
 def _to_bytes(value: Any) -> bytes:
     """A string element as bytes: ``str`` and paths are UTF-8 encoded, as TF does."""
     if isinstance(value, bytes):
-        return value
+        return bytes(value)  # np.bytes_ becomes plain bytes
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, os.PathLike):

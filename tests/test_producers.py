@@ -137,6 +137,14 @@ def test_string_input_producer_gives_bytes_and_accepts_paths(run, tmp_path):
     assert drain(queue) == [str(path).encode(), "é.txt".encode()]
 
 
+@pytest.mark.parametrize("names", [np.array([b"x", b"yy"]), np.array(["x", "yy"]),
+                                   [b"x", "yy"]])
+def test_string_input_producer_elements_are_plain_bytes(run, names):
+    got = drain(run(lambda: string_input_producer(names, num_epochs=1, shuffle=False)))
+    assert got == [b"x", b"yy"]
+    assert [type(x) for x in got] == [bytes, bytes]
+
+
 def test_input_producer_rows_keep_shape_and_dtype(run):
     rows = np.arange(12, dtype=np.float32).reshape(4, 3)
     queue = run(lambda: input_producer(rows, element_shape=[3], num_epochs=1, shuffle=False))
@@ -260,9 +268,11 @@ def test_match_filenames_once_without_fsspec_names_the_extra(monkeypatch):
 def test_slice_input_producer_slices_line_up(run):
     features = np.arange(20).reshape(10, 2)
     labels = [f"label-{i}" for i in range(10)]
-    next_slice = run(lambda: slice_input_producer([features, labels], num_epochs=2, seed=7))
+    next_slice = run(lambda: slice_input_producer([features, np.array(labels, dtype="S")],
+                                                  num_epochs=2, seed=7))
     got = [next_slice() for _ in range(20)]
     for feature, label in got:
+        assert type(label) is bytes
         assert label == f"label-{feature[0] // 2}".encode()
         np.testing.assert_array_equal(feature, features[feature[0] // 2])
     assert Counter(label for _, label in got) == Counter(s.encode() for s in labels * 2)
