@@ -30,7 +30,8 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from queuepipe.errors import DataLossError
-from queuepipe.records import ReadBuffer, RecordScanner, TFRecordOptions, open_file
+from queuepipe.records import ReadBuffer, RecordScanner, TFRecordOptions
+from queuepipe.remote import open_file
 
 __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",
            "WholeFileReader"]

@@ -25,12 +25,13 @@ import logging
 import os
 import struct
 import zlib
-from typing import IO, Iterator, List, Optional, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 import crc32c as _crc32c
 import numpy as np
 
-from queuepipe.errors import DataLossError, NotFoundError
+from queuepipe.errors import DataLossError
+from queuepipe.remote import open_file
 
 __all__ = ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions", "TFRecordCompressionType"]
 
@@ -125,29 +126,7 @@ def _as_options(options) -> TFRecordOptions:
 
 
 # ---------------------------------------------------------------------------------------------
-# Opening files
-
-
-def open_file(path: PathLike, mode: str = "rb") -> IO[bytes]:
-    """Opens ``path`` in binary ``mode``: through fsspec when it has a protocol, else ``open``.
-
-    Raises:
-      NotFoundError: reading a file that does not exist.
-      ImportError: a remote path and fsspec is not installed.
-    """
-    path = os.fsdecode(path)
-    try:
-        if "://" in path:
-            try:
-                import fsspec
-            except ImportError as e:
-                raise ImportError(
-                    f"'{path}' has a protocol: opening it needs fsspec: "
-                    "pip install queuepipe[remote]") from e
-            return fsspec.open(path, mode).open()
-        return open(path, mode, buffering=0 if mode == "rb" else -1)
-    except FileNotFoundError as e:
-        raise NotFoundError(f"file not found: '{path}'") from e
+# Opening files (plain paths with open, paths with a protocol through fsspec: queuepipe.remote)
 
 
 def _file_size(f) -> Optional[int]:

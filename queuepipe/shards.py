@@ -22,8 +22,8 @@ import glob
 import multiprocessing
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -170,7 +170,7 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
                  out_dir: Union[str, "os.PathLike[str]"], num_shards: int, *,
                  prefix: str = "shard", options=None, processes: Optional[int] = None,
                  progress: bool = True, index: bool = True) -> List[str]:
-    """Writes ``records`` as ``num_shards`` TFRecord files; record ``i`` to shard ``i % num_shards``.
+    """Writes ``records`` as TFRecord shards, record ``i`` to shard ``i % num_shards``.
 
     Args:
       records: serialized records (bytes), Example messages, or dicts of feature values (each
@@ -256,7 +256,7 @@ def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
       NotFoundError: the file does not exist.
       ValueError: a line is not two non-negative integers (the message names file and line).
     """
-    from queuepipe.records import open_file
+    from queuepipe.remote import open_file
 
     with open_file(path, "rb") as f:
         lines = f.read().decode("ascii", errors="replace").splitlines()

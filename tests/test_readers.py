@@ -19,19 +19,26 @@ from queuepipe.readers import (
 from queuepipe.records import TFRecordWriter
 
 
-class FilenameQueue:
-    """A closed queue of file names: ``dequeue()`` pops one, or raises OutOfRangeError."""
+def filename_queue(names, close=True):
+    """A FIFOQueue of file names (bytes), closed unless ``close`` is false."""
+    queue = qp.FIFOQueue(max(1, len(names)), qp.string, shapes=[[]], name="filenames")
+    if names:
+        queue.enqueue_many([[os.fsencode(name) for name in names]])
+    if close:
+        queue.close()
+    return queue
 
-    def __init__(self, names):
-        self._names = collections.deque(names)
-        self._lock = threading.Lock()
+
+class StubQueue:
+    """Any object with ``dequeue()`` can feed a reader; this one returns its items in turn."""
+
+    def __init__(self, items):
+        self._items = collections.deque(items)
 
     def dequeue(self):
-        with self._lock:
-            if not self._names:
-                raise OutOfRangeError("'filenames' is closed and has insufficient elements "
-                                      "(requested 1, current size 0)")
-            return self._names.popleft()
+        if not self._items:
+            raise OutOfRangeError("no more items")
+        return self._items.popleft()
 
 
 @pytest.fixture
@@ -81,7 +88,7 @@ def test_tfrecord_reader_keys_and_values_are_tensorflows(golden_dir, golden_reco
                                                          options):
     path = os.path.join(golden_dir, name)
     reader = qp.TFRecordReader(options=options)
-    keys, values = read_everything(reader, FilenameQueue([path]))
+    keys, values = read_everything(reader, filename_queue([path]))
     assert values == golden_records
     assert keys == keys_of(path, offsets_of(golden_records))
     assert keys[:3] == keys_of(path, [0, 248, 457])
@@ -99,7 +106,7 @@ def test_read_up_to_stays_within_one_file_and_returns_object_arrays(
             w.write(record)
     TFRecordWriter(empty).close()
     reader = TFRecordReader()
-    queue = FilenameQueue([plain, empty, small, plain.encode()])
+    queue = filename_queue([plain, empty, small, plain.encode()])
     sizes, keys, values = [], [], []
     while True:
         try:
@@ -126,7 +133,7 @@ def test_reset_drops_the_file_and_zeroes_the_counters(tmp_path, golden_dir, gold
             w.write(record)
     plain = os.path.join(golden_dir, "examples.tfrecord")
     reader = TFRecordReader(name="r")
-    queue = FilenameQueue([first, first, plain])
+    queue = filename_queue([first, first, plain])
     assert reader.read_up_to(queue, 5)[1].tolist() == golden_records[:5]
     reader.read(queue)  # finishes the first file, takes the second and reads its first record
     assert (reader.num_records_produced(), reader.num_work_units_completed()) == (6, 1)
@@ -146,7 +153,7 @@ def test_damage_is_raised_every_time_until_reset(golden_dir, golden_records, man
     path = os.path.join(golden_dir, name)
     good = os.path.join(golden_dir, "examples.tfrecord")
     reader = TFRecordReader()
-    queue = FilenameQueue([path, good])
+    queue = filename_queue([path, good])
     before = manifest["files"][name]["records_before_error"]
     k, v = (reader.read_up_to(queue, 100) if before else ([], []))
     assert list(v) == golden_records[:before]
@@ -163,7 +170,7 @@ def test_skip_policy_counts_damage_across_files_and_delivers_the_rest(
     names = ["corrupt_data_crc.tfrecord", "corrupt_length_crc.tfrecord",
              "truncated_mid_record.tfrecord", "truncated_header.tfrecord", "garbage.tfrecord"]
     reader = TFRecordReader(corrupt_records="skip")
-    queue = FilenameQueue([os.path.join(golden_dir, n) for n in names])
+    queue = filename_queue([os.path.join(golden_dir, n) for n in names])
     keys, values = read_everything(reader, queue, n=7)
     assert values == golden_records[1:] + golden_records[1:] + golden_records[:1] * 2
     assert keys[:2] == keys_of(os.path.join(golden_dir, names[0]), [248, 457])
@@ -182,7 +189,7 @@ def test_several_threads_sharing_one_reader_get_every_record_exactly_once(
             for record in golden_records[i:]:
                 w.write(record)
     reader = TFRecordReader()
-    queue = FilenameQueue(paths)
+    queue = filename_queue(paths)
     results = [None] * 4
     start = threading.Barrier(4)
 
@@ -206,7 +213,7 @@ def test_several_threads_sharing_one_reader_get_every_record_exactly_once(
 def test_missing_file_fails_then_the_reader_moves_on(tmp_path, golden_dir, golden_records):
     missing = str(tmp_path / "missing.tfrecord")
     reader = TFRecordReader()
-    queue = FilenameQueue([missing, os.path.join(golden_dir, "examples.tfrecord")])
+    queue = filename_queue([missing, os.path.join(golden_dir, "examples.tfrecord")])
     with pytest.raises(NotFoundError, match=r"^file not found: '.*missing\.tfrecord'$"):
         reader.read(queue)
     assert reader.read(queue)[1] == golden_records[0]
@@ -215,18 +222,38 @@ def test_missing_file_fails_then_the_reader_moves_on(tmp_path, golden_dir, golde
 def test_the_queue_may_give_str_bytes_or_one_element_tuples(golden_dir, golden_records):
     path = os.path.join(golden_dir, "examples.tfrecord")
     for item in (path, path.encode(), (path.encode(),), np.array(path.encode(), dtype=object)):
-        key, value = TFRecordReader().read(FilenameQueue([item]))
+        key, value = TFRecordReader().read(StubQueue([item]))
         assert (key, value) == (path.encode() + b":0", golden_records[0])
     with pytest.raises(TypeError, match=r"^a reader's queue must give file names \(bytes or "
                                         r"str\), got 7$"):
-        TFRecordReader().read(FilenameQueue([7]))
+        TFRecordReader().read(StubQueue([7]))
+
+
+def test_a_read_blocks_until_the_queue_gives_a_file(golden_dir, golden_records):
+    queue = filename_queue([], close=False)
+    reader = TFRecordReader()
+    got = []
+    thread = threading.Thread(target=lambda: got.append(reader.read(queue)), name="blocked")
+    thread.start()
+    thread.join(0.1)
+    assert thread.is_alive() and got == []
+    assert reader.num_records_produced() == 0  # the counters never wait for the blocked read
+    queue.enqueue(os.fsencode(os.path.join(golden_dir, "examples.tfrecord")))
+    thread.join(5)
+    assert not thread.is_alive()
+    assert [value for _, value in got] == golden_records[:1]
+    queue.close()
+    reader.reset()
+    with pytest.raises(OutOfRangeError, match=r"^Queue 'filenames' is closed and has "
+                                              r"insufficient elements"):
+        reader.read(queue)
 
 
 def test_public_names_and_argument_checks():
     assert qp.io.TFRecordReader is qp.TFRecordReader is TFRecordReader
     assert issubclass(qp.WholeFileReader, ReaderBase)
     with pytest.raises(ValueError, match=r"^num_records must be a positive integer, got 0$"):
-        TFRecordReader().read_up_to(FilenameQueue([]), 0)
+        TFRecordReader().read_up_to(filename_queue([]), 0)
     with pytest.raises(ValueError, match=r"^corrupt_records must be 'raise' or 'skip', "
                                          r"got 'drop'$"):
         TFRecordReader(corrupt_records="drop")
@@ -251,7 +278,7 @@ def test_text_lines_are_tensorflows(golden_dir, manifest):
     path = os.path.join(golden_dir, "lines.txt")
     spec = manifest["files"]["lines.txt"]
     reader = TextLineReader(skip_header_lines=spec["skip_header_lines"])
-    keys, values = read_everything(reader, FilenameQueue([path]), n=3)
+    keys, values = read_everything(reader, filename_queue([path]), n=3)
     assert values == [line.encode() for line in spec["expected"]]
     assert keys == keys_of(path, range(2, 2 + len(spec["expected"])))
 
@@ -264,10 +291,10 @@ def test_text_line_endings_and_short_files(tmp_path):
     long_line = tmp_path / "long.txt"
     long_line.write_bytes(b"x" * (3 << 20) + b"\nsecond\ny")  # a line over several read chunks
     reader = TextLineReader(skip_header_lines=2)
-    keys, values = read_everything(reader, FilenameQueue([str(crlf), str(short), str(long_line)]))
+    keys, values = read_everything(reader, filename_queue([str(crlf), str(short), str(long_line)]))
     assert values == [b"a", b"", b"b", b"last", b"y"]
     assert keys == keys_of(crlf, [3, 4, 5, 6]) + keys_of(long_line, [3])
-    keys, values = read_everything(TextLineReader(), FilenameQueue([str(long_line)]))
+    keys, values = read_everything(TextLineReader(), filename_queue([str(long_line)]))
     assert values == [b"x" * (3 << 20), b"second", b"y"]
 
 
@@ -281,7 +308,7 @@ def test_fixed_length_records_are_tensorflows(golden_dir, manifest):
         records = [row.tobytes() for row in expected["fixed.records"]]
     reader = FixedLengthRecordReader(spec["record_bytes"], header_bytes=spec["header_bytes"],
                                      footer_bytes=spec["footer_bytes"])
-    keys, values = read_everything(reader, FilenameQueue([path]), n=2)
+    keys, values = read_everything(reader, filename_queue([path]), n=2)
     assert values == records and len(records) == 5
     assert keys == keys_of(path, range(5))
 
@@ -296,12 +323,12 @@ def test_fixed_length_hop_bytes_and_encodings(tmp_path, golden_dir, encoding):
     # Overlapping records every 5 bytes: record i at 3 + 5i exists while 3 + 5i + 10 + 4 <= 57.
     reader = FixedLengthRecordReader(10, header_bytes=3, footer_bytes=4, hop_bytes=5,
                                      encoding=encoding)
-    keys, values = read_everything(reader, FilenameQueue([str(path)]), n=4)
+    keys, values = read_everything(reader, filename_queue([str(path)]), n=4)
     assert values == [data[3 + 5 * i:13 + 5 * i] for i in range(9)]
     assert keys == keys_of(path, range(9))
     # Hops longer than a record skip the bytes between.
     reader = FixedLengthRecordReader(4, header_bytes=3, hop_bytes=20, encoding=encoding)
-    assert read_everything(reader, FilenameQueue([str(path)]))[1] == [
+    assert read_everything(reader, filename_queue([str(path)]))[1] == [
         data[3:7], data[23:27], data[43:47]]
 
 
@@ -312,7 +339,7 @@ def test_fixed_length_damaged_compression_is_data_loss(tmp_path):
     with pytest.raises(DataLossError, match=r"^the GZIP stream ends before its end marker "
                                             r"\(truncated file\?\), reading record \d+ in file "
                                             r"'.*cut\.gz'$"):
-        read_everything(reader, FilenameQueue([str(path)]))
+        read_everything(reader, filename_queue([str(path)]))
 
 
 # -- WholeFileReader --------------------------------------------------------------------------
@@ -323,7 +350,7 @@ def test_whole_file_reader(tmp_path, golden_dir):
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     reader = WholeFileReader()
-    keys, values = read_everything(reader, FilenameQueue([lines, str(empty), lines.encode()]), n=5)
+    keys, values = read_everything(reader, filename_queue([lines, str(empty), lines.encode()]), n=5)
     with open(lines, "rb") as f:
         content = f.read()
     assert keys == [lines.encode(), os.fsencode(empty), lines.encode()]
