@@ -44,18 +44,20 @@ __all__ = ["string_input_producer", "input_producer", "range_input_producer",
            "slice_input_producer", "limit_epochs", "match_filenames_once"]
 
 
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+
+
 def _check_num_epochs(num_epochs: Any) -> Optional[int]:
     if num_epochs is None:
         return None
-    if isinstance(num_epochs, bool) or not isinstance(num_epochs, (int, np.integer)) \
-            or num_epochs <= 0:
+    if not _is_positive_int(num_epochs):
         raise ValueError(f"num_epochs must be None or a positive integer, got {num_epochs!r}")
     return int(num_epochs)
 
 
 def _check_capacity(capacity: Any) -> int:
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) \
-            or capacity <= 0:
+    if not _is_positive_int(capacity):
         raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
     return int(capacity)
 
@@ -68,23 +70,23 @@ def _check_seed(seed: Any) -> Optional[int]:
     return int(seed)
 
 
-def _to_bytes(value: Any) -> bytes:
-    """A string element as bytes: ``str`` and paths are UTF-8 encoded, as TF does."""
+def _to_bytes(value: Any, what: str) -> bytes:
+    """A string element of ``what`` as bytes: ``str`` and paths are encoded, as TF does."""
     if isinstance(value, bytes):
         return bytes(value)  # np.bytes_ becomes plain bytes
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, os.PathLike):
         return os.fsencode(value)
-    raise TypeError(f"expected str, bytes or a path, got {value!r}")
+    raise TypeError(f"{what} must hold only str, bytes or paths, got {value!r}")
 
 
-def _as_string_array(values: Any) -> np.ndarray:
-    """``values`` as a NumPy object array of bytes of the same shape."""
+def _as_string_array(values: Any, what: str) -> np.ndarray:
+    """``values`` (named ``what`` in errors) as a NumPy object array of bytes, same shape."""
     source = np.asarray(values, dtype=object)
     out = np.empty(source.shape, dtype=object)
     for index, value in np.ndenumerate(source):
-        out[index] = _to_bytes(value)
+        out[index] = _to_bytes(value, what)
     return out
 
 
@@ -97,7 +99,8 @@ def _as_rows(values: Any, what: str) -> np.ndarray:
     if array.ndim == 0:
         raise ValueError(f"{what} must have a leading axis to slice, got the scalar {values!r}")
     if array.dtype.kind in "SUO":
-        array = _as_string_array(values if array.dtype.kind == "O" else array)
+        # From the original values: NumPy would have turned a stray number into a string.
+        array = _as_string_array(values if not isinstance(values, np.ndarray) else array, what)
     return array
 
 
@@ -117,7 +120,7 @@ class _MatchFilenamesOnce:
         with self._lock:
             if self._matches is None:
                 names = sorted(name for p in self._patterns for name in _glob(p))
-                self._matches = _as_string_array([os.fsencode(n) for n in names])
+                self._matches = _as_string_array([os.fsencode(n) for n in names], "matches")
             return self._matches.copy()
 
     def __repr__(self) -> str:
@@ -181,7 +184,7 @@ class _EpochFeeder:
         """The items; a callable source (``match_filenames_once``) is called the first time."""
         if callable(self._items):
             source = self._items
-            items = _as_string_array(source())
+            items = _as_string_array(source(), f"the names returned by {source!r}")
             if items.size == 0:
                 pattern = getattr(source, "pattern", source)
                 raise InvalidArgumentError(
@@ -331,7 +334,7 @@ def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: 
       ValueError: ``limit``, ``num_epochs`` or ``capacity`` is not a positive integer.
     """
     del shared_name
-    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit <= 0:
+    if not _is_positive_int(limit):
         raise ValueError(f"range_input_producer requires a positive integer limit, got {limit!r}")
     return _producer(np.arange(limit, dtype=np.int32), dtypes.int32, (), num_epochs, shuffle,
                      seed, capacity, name, None)

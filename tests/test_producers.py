@@ -190,6 +190,9 @@ def test_argument_errors_quote_the_value():
         with pytest.raises(TypeError, match=r"^string_input_producer expects a 1-D list of "
                                             r"strings, got int64"):
             string_input_producer([1, 2])
+        with pytest.raises(TypeError, match=r"^string_tensor must hold only str, bytes or "
+                                            r"paths, got 3$"):
+            string_input_producer(["a", 3])
         with pytest.raises(ValueError, match=r"^element_shape \(2,\) does not match the shape "
                                              r"\(3,\)"):
             input_producer(np.zeros((4, 3)), element_shape=[2])
