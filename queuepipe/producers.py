@@ -28,7 +28,6 @@ seed the producer draws from its own unseeded generator.
 
 from __future__ import annotations
 
-import glob
 import os
 import threading
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
@@ -38,6 +37,7 @@ import numpy as np
 from queuepipe import dtypes
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
 from queuepipe.queues import FIFOQueue
+from queuepipe.remote import glob
 from queuepipe.runner import QueueRunner, add_queue_runner
 
 __all__ = ["string_input_producer", "input_producer", "range_input_producer",
@@ -119,7 +119,7 @@ class _MatchFilenamesOnce:
     def __call__(self) -> np.ndarray:
         with self._lock:
             if self._matches is None:
-                names = sorted(name for p in self._patterns for name in _glob(p))
+                names = sorted(name for p in self._patterns for name in glob(p))
                 self._matches = _as_string_array([os.fsencode(n) for n in names], "matches")
             return self._matches.copy()
 
@@ -127,27 +127,15 @@ class _MatchFilenamesOnce:
         return f"match_filenames_once({self.pattern!r})"
 
 
-def _glob(pattern: str) -> List[str]:
-    """Paths matching ``pattern``: local ones with :mod:`glob`, ``proto://`` ones with fsspec."""
-    if "://" not in pattern:
-        return glob.glob(pattern)
-    try:
-        import fsspec
-    except ImportError:
-        raise ImportError(f"matching {pattern!r} needs fsspec, which is not installed: "
-                          "pip install queuepipe[remote]") from None
-    fs, path = fsspec.core.url_to_fs(pattern)
-    return [fs.unstrip_protocol(p) for p in fs.glob(path)]
-
-
 def match_filenames_once(pattern: Union[str, bytes, Sequence[Union[str, bytes]]],
                          name: Optional[str] = None) -> Callable[[], np.ndarray]:
     """Returns a callable that lists the files matching ``pattern``, globbing only once.
 
     The first call globs (local paths with :mod:`glob`; paths with a protocol such as
-    ``s3://``, ``gs://`` or ``memory://`` through fsspec) and remembers the result, as TF's
-    variable did; later calls return the same names, even if files appear or vanish. Pass the
-    callable to :func:`string_input_producer`, which calls it when its runner first runs.
+    ``s3://``, ``gs://`` or ``memory://`` through fsspec, see :mod:`queuepipe.remote` for
+    credentials) and remembers the result, as TF's variable did; later calls return the same
+    names, even if files appear or vanish. Pass the callable to :func:`string_input_producer`,
+    which calls it when its runner first runs.
 
     Args:
       pattern: a glob pattern, or a list of them (their matches are merged).
