@@ -483,22 +483,25 @@ class RecordScanner:
         :meth:`_next_checked` then deals with it.
         """
         buf, pos, base = self._in.buf, self._in.pos, self._in.base
-        end_of_buf = len(buf) - HEADER_BYTES
+        size = len(buf)
         unpack_header, unpack_footer, crc = _HEADER.unpack_from, _FOOTER.unpack_from, _crc32c.crc32c
-        while len(out) < n and pos <= end_of_buf:
+        append = out.append
+        for _ in range(n - len(out)):
+            if pos + HEADER_BYTES > size:
+                break
             length, length_crc = unpack_header(buf, pos)
             c = crc(buf[pos:pos + 8])
             if (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
                 break
             start = pos + HEADER_BYTES
             end = start + length
-            if end + 4 > len(buf):
+            if end + 4 > size:
                 break
             data = buf[start:end]
             c = crc(data)
             if (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF != unpack_footer(buf, end)[0]:
                 break
-            out.append((base + pos, data))
+            append((base + pos, data))
             pos = end + 4
         self._in.pos = pos
 
