@@ -1,11 +1,11 @@
 """Train a small CNN with PyTorch on TFRecord shards that queuepipe reads, parses and shuffles.
 
 The 8x8 handwritten digits of scikit-learn are written as 4 TFRecord shards of Examples
-(``image``: 64 floats, ``label``: int64) with ``qp.write_shards``; then a
-``torch.utils.data.DataLoader`` iterates a :class:`QueuePipeIterableDataset`: each epoch, in
-each DataLoader worker, a fresh queuepipe pipeline reads that worker's share of the shards
-(string_input_producer -> TFRecordReader.read_up_to -> parse_example -> shuffle_batch) on
-background threads while the model trains.
+(``digits.py``); then a ``torch.utils.data.DataLoader`` iterates a
+:class:`QueuePipeIterableDataset`: each epoch, in each DataLoader worker, a fresh queuepipe
+pipeline reads that worker's share of the shards (string_input_producer ->
+TFRecordReader.read_up_to -> parse_example -> shuffle_batch) on background threads while the
+model trains.
 
     python examples/torch_cnn.py                 # 300 steps, 2 DataLoader workers
     python examples/torch_cnn.py --steps 50 --workers 0
@@ -16,12 +16,9 @@ Needs ``pip install queuepipe[torch,demo]`` (PyTorch and scikit-learn).
 
 from __future__ import annotations
 
-import argparse
 import functools
-import os
-import tempfile
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -29,47 +26,17 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import queuepipe as qp
-from queuepipe.distributed import Shard, shard_files
+from digits import digit_batches, digits_data, example_parser
+from queuepipe.distributed import Shard
 from queuepipe.integrations.torch import QueuePipeIterableDataset
 
-FEATURES = {"image": qp.io.FixedLenFeature([64], qp.float32),
-            "label": qp.io.FixedLenFeature([], qp.int64)}
-
-
-def write_digits(folder: str, num_shards: int = 4,
-                 test_size: int = 297) -> Tuple[List[str], Tuple[np.ndarray, np.ndarray]]:
-    """Writes the training digits as shards in ``folder``; returns them and the test arrays."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    images = (digits.images / 16.0).astype(np.float32).reshape(-1, 64)
-    labels = digits.target.astype(np.int64)
-    order = np.random.default_rng(0).permutation(len(labels))
-    test, train = order[:test_size], order[test_size:]
-    paths = qp.write_shards({"image": images[train], "label": labels[train]}, folder,
-                            num_shards, prefix="digits", progress=False, processes=1)
-    return paths, (images[test].reshape(-1, 1, 8, 8), labels[test])
-
-
 def make_batches(shard: Shard, files: Sequence[str], batch_size: int) -> qp.Batches:
-    """One pass over this shard's records, parsed and shuffled: the pipeline of one epoch.
+    """One pass over this shard's records, shuffled: the pipeline of one epoch.
 
     ``QueuePipeIterableDataset`` calls it in each DataLoader worker, inside a fresh pipeline,
-    with the worker's ``shard``; ``shard_files`` turns that into a disjoint share of the files.
+    with the worker's ``shard``: each worker reads a disjoint share of the files.
     """
-    share = shard_files(files, *shard)
-    filenames = qp.train.string_input_producer(share.files, num_epochs=1)
-    reader = share.reader()
-
-    def examples() -> Dict[str, np.ndarray]:
-        # Up to 64 records of one file per call: parse them together, hand them over together.
-        _, serialized = reader.read_up_to(filenames, 64)
-        parsed = qp.io.parse_example(serialized, FEATURES)
-        return {"image": parsed["image"].reshape(-1, 1, 8, 8), "label": parsed["label"]}
-
-    return qp.train.shuffle_batch(examples, batch_size, capacity=batch_size * 4 + 256,
-                                  min_after_dequeue=256, enqueue_many=True,
-                                  allow_smaller_final_batch=True)
+    return digit_batches(files, batch_size, num_epochs=1, shard=shard)
 
 
 def small_cnn() -> nn.Module:
@@ -95,7 +62,8 @@ def train(files: Sequence[str], test: Tuple[np.ndarray, np.ndarray], steps: int,
     start = time.perf_counter()
     while step < steps:
         for batch in loader:
-            loss = nn.functional.cross_entropy(model(batch["image"]), batch["label"])
+            images = batch["image"].view(-1, 1, 8, 8)
+            loss = nn.functional.cross_entropy(model(images), batch["label"])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -109,7 +77,7 @@ def train(files: Sequence[str], test: Tuple[np.ndarray, np.ndarray], steps: int,
     seconds = time.perf_counter() - start
     model.eval()
     with torch.no_grad():
-        predicted = model(torch.from_numpy(test[0])).argmax(1).numpy()
+        predicted = model(torch.from_numpy(test[0]).view(-1, 1, 8, 8)).argmax(1).numpy()
     accuracy = float((predicted == test[1]).mean())
     print(f"{step} steps, {seen} examples in {seconds:.1f} s ({seen / seconds:.0f}/s); "
           f"test accuracy {accuracy:.3f}")
@@ -117,15 +85,11 @@ def train(files: Sequence[str], test: Tuple[np.ndarray, np.ndarray], steps: int,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = example_parser(__doc__)
     parser.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
-    parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
-    parser.add_argument("--data", help="folder for the shards (default: a temporary one)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = args.data or os.path.join(scratch, "digits")
-        files, test = write_digits(folder)
+    with digits_data(args.data) as (files, test):
         return train(files, test, args.steps, args.batch_size, args.workers)
 
 

@@ -2,6 +2,7 @@
 
 import collections
 import os
+import runpy
 import threading
 
 import numpy as np
@@ -172,3 +173,27 @@ def test_model_fit_takes_exactly_the_batches_it_trains_on(keras):
     history = model.fit(QueuePipePyDataset(source, steps_per_epoch=4, split=_split), epochs=2,
                         verbose=0)
     assert source.taken == 8 and all(np.isfinite(history.history["loss"]))
+
+
+# -- the examples -----------------------------------------------------------------------------
+
+def _run_example(name, argv, monkeypatch):
+    pytest.importorskip("sklearn")
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "examples")
+    monkeypatch.syspath_prepend(examples)  # for their `import digits`
+    return runpy.run_path(os.path.join(examples, name))["main"](argv)
+
+
+def test_keras_example_fits_a_few_steps(keras, tmp_path, monkeypatch):
+    metrics = _run_example("keras_model.py", ["--epochs", "2", "--steps-per-epoch", "3",
+                                              "--data", str(tmp_path)], monkeypatch)
+    assert metrics["epochs"] == 2 and np.isfinite(metrics["loss"])
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+
+
+def test_jax_example_trains_a_few_steps(jax, tmp_path, monkeypatch):
+    metrics = _run_example("jax_model.py", ["--steps", "5", "--data", str(tmp_path)],
+                           monkeypatch)
+    assert metrics["steps"] == 5 and np.isfinite(metrics["loss"])
+    assert 0.0 <= metrics["accuracy"] <= 1.0

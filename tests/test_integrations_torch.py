@@ -125,6 +125,14 @@ def _write_dataset(folder, n, num_shards):
     return os.path.join(str(folder), "*.tfrecord")
 
 
+# DataLoader workers are forked (Linux's default, and far cheaper than spawning processes that
+# import torch again). When JAX's tests ran earlier in this process, JAX warns that forking a
+# process with its threads may deadlock; these workers never call JAX, so that cannot happen.
+fork_after_jax = pytest.mark.filterwarnings(
+    r"ignore:os\.fork\(\) was called\. os\.fork\(\) is incompatible with multithreaded "
+    r"code, and JAX:RuntimeWarning")
+
+
 def make_batches(shard, pattern, batch_size, num_epochs=1, fail_after=None):
     """The factory of the tests: this shard's files, parsed, batched; ids tagged with the shard.
 
@@ -163,6 +171,7 @@ def test_dataset_yields_tensor_batches_with_every_record_once_per_epoch(tmp_path
         assert {tuple(s) for b in batches for s in b["shard"].tolist()} == {(0, 1)}
 
 
+@fork_after_jax
 @pytest.mark.parametrize("num_shards", [4, 1], ids=["files", "records"])
 def test_dataloader_workers_read_disjoint_shares(tmp_path, num_shards):
     pattern = _write_dataset(tmp_path, 30, num_shards)
@@ -177,6 +186,7 @@ def test_dataloader_workers_read_disjoint_shares(tmp_path, num_shards):
     assert sum(shards.values()) == 30
 
 
+@fork_after_jax
 def test_dataset_splits_a_distributed_rank_across_workers(tmp_path):
     pattern = _write_dataset(tmp_path, 40, 8)
     seen = {}
@@ -224,8 +234,9 @@ def test_dataset_needs_a_callable():
         QueuePipeIterableDataset("data/*.tfrecord")
 
 
-def test_torch_cnn_example_trains_a_few_steps(tmp_path):
+def test_torch_cnn_example_trains_a_few_steps(tmp_path, monkeypatch):
     pytest.importorskip("sklearn")
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "examples"))  # for its `import digits`
     example = runpy.run_path(os.path.join(ROOT, "examples", "torch_cnn.py"))
     metrics = example["main"](["--steps", "6", "--workers", "0", "--data", str(tmp_path)])
     assert metrics["steps"] == 6 and metrics["examples"] == 6 * 32
