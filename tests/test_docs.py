@@ -9,6 +9,7 @@ they fail rather than skip, because CI must build the docs.
 import importlib
 import importlib.util
 import os
+import pathlib
 import pkgutil
 import re
 import shutil
@@ -26,16 +27,16 @@ API = os.path.join(DOCS, "api")
 BUILD_TIMEOUT_SECS = 50
 
 
-def _load_hook():
-    """docs/_ext/public_names.py, the mkdocs hook that knows where each public name is documented."""
-    spec = importlib.util.spec_from_file_location(
-        "public_names", os.path.join(DOCS, "_ext", "public_names.py"))
+def load_ext(name):
+    """A module of docs/_ext: the build code (mkdocs hook, griffe extension) of the site."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(DOCS, "_ext", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-reference_id = _load_hook().reference_id
+# Where the API pages document each public name (the hook's index links there too).
+reference_id = load_ext("public_names").reference_id
 
 
 def mkdocs_build(config_dir, site_dir):
@@ -84,6 +85,20 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     assert done.returncode != 0, output
     assert "no-such-page.md" in output
     assert "no-such-heading" in output
+
+
+def test_rest_in_docstrings_becomes_markdown():
+    import griffe  # the docs extra; missing, the test fails as the build tests do
+    rest = load_ext("griffe_rest")
+    module = griffe.visit("m", filepath=pathlib.Path("m.py"), code="class Coordinator:\n    pass\n")
+    text = ("Uses :class:`Coordinator` and :func:`~queuepipe.runner.start_queue_runners`.\n\n"
+            "Usage::\n\n    x = 1\n\nArgs:\n  a, b: shared text\n    more.\n  c: own.\n")
+    assert rest._markdown(module, text) == (
+        'Uses <autoref identifier="m.Coordinator" optional><code>Coordinator</code></autoref> '
+        'and <autoref identifier="queuepipe.runner.start_queue_runners" optional>'
+        "<code>start_queue_runners</code></autoref>.\n\n"
+        "Usage:\n\n    x = 1\n\n"
+        "Args:\n  a: shared text\n    more.\n  b: shared text\n    more.\n  c: own.\n")
 
 
 def cookbook_blocks():
