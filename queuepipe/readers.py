@@ -30,7 +30,7 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from queuepipe.errors import DataLossError
-from queuepipe.records import ReadBuffer, RecordScanner, TFRecordOptions
+from queuepipe.records import ReadBuffer, RecordScanner, TFRecordOptions, check_corrupt_records
 from queuepipe.remote import open_file
 
 __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",
@@ -122,8 +122,10 @@ class ReaderBase:
     def read(self, queue) -> Tuple[bytes, bytes]:
         """Returns the next record as ``(key, value)``.
 
-        Blocks while the reader needs a new file and ``queue`` has none (as ``queue.dequeue()``
-        blocks); files without records are passed over.
+        Blocks while the reader needs a new file and ``queue`` has none, exactly as
+        ``queue.dequeue()`` blocks, holding the reader's lock (other threads' reads wait; the
+        counters do not). There is no timeout: closing the queue ends the wait with
+        ``OutOfRangeError`` once it is empty. Files without records are passed over.
 
         Args:
           queue: any object whose ``dequeue()`` returns a file name (bytes or str), such as the
@@ -207,10 +209,7 @@ class TFRecordReader(ReaderBase):
                  corrupt_records: str = "raise"):
         super().__init__(name)
         self._compression = TFRecordOptions.get_compression_type_string(options)
-        if corrupt_records not in ("raise", "skip"):
-            raise ValueError(
-                f"corrupt_records must be 'raise' or 'skip', got {corrupt_records!r}")
-        self._corrupt_records = corrupt_records
+        self._corrupt_records = check_corrupt_records(corrupt_records)
         self._scanner: Optional[RecordScanner] = None
         self._skipped_before = 0  # skips in files already closed
         self._skipped = 0  # skips in all files, kept current for num_records_skipped()

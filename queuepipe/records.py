@@ -49,6 +49,17 @@ _MAX_READ = 1 << 24  # largest single read: a bogus length can never allocate mo
 _CORRUPT_POLICIES = ("raise", "skip")
 
 
+def check_corrupt_records(policy: str) -> str:
+    """Returns ``policy`` if it is a ``corrupt_records`` policy ("raise" or "skip").
+
+    Raises:
+      ValueError: any other value.
+    """
+    if policy not in _CORRUPT_POLICIES:
+        raise ValueError(f"corrupt_records must be 'raise' or 'skip', got {policy!r}")
+    return policy
+
+
 def masked_crc32c(data: bytes) -> int:
     """Returns the masked CRC-32C of ``data`` that TFRecord framing stores."""
     crc = _crc32c.crc32c(data)
@@ -389,10 +400,7 @@ class RecordScanner:
     """
 
     def __init__(self, path: PathLike, options=None, corrupt_records: str = "raise"):
-        if corrupt_records not in _CORRUPT_POLICIES:
-            raise ValueError(
-                f"corrupt_records must be 'raise' or 'skip', got {corrupt_records!r}")
-        self._skip = corrupt_records == "skip"
+        self._skip = check_corrupt_records(corrupt_records) == "skip"
         self._in = ReadBuffer(path, TFRecordOptions.get_compression_type_string(options))
         self.path = self._in.path
         self._error: Optional[DataLossError] = None
