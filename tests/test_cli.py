@@ -85,6 +85,21 @@ def test_verify_reports_every_damaged_record_and_reads_on(capsys, tmp_path):
     assert re.search(r"^.*data\.tfrecord: BAD \(2 damaged, 4 good records\)$", out, re.M)
 
 
+def test_verify_recognises_compression_and_reports_a_truncated_stream(capsys, tmp_path):
+    records = [bytes([i]) * 100 for i in range(50)]
+    path = write_records(tmp_path / "data.tfrecord", records, "GZIP")
+    status, out, _ = run(capsys, "verify", path)
+    assert (status, out) == (0, f"{path}: OK (50 records)\n")
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) // 2])
+    status, out, _ = run(capsys, "verify", path)
+    assert status == 1
+    assert re.search(r"^.*: BAD record at offset \d+: the GZIP stream ends before its end marker",
+                     out, re.M)
+
+
 def test_verify_several_files_summarises(capsys, golden_dir, tmp_path):
     good = write_records(tmp_path / "good.tfrecord", examples(3))
     status, out, _ = run(capsys, "verify", good,
