@@ -94,7 +94,7 @@ class ReaderBase:
     def _reset(self) -> None:
         """Zeroes a subclass's own counters. Called with the lock held, after :meth:`_stop`."""
 
-    # -- public -----------------------------------------------------------------------------
+    # -- the work loop and the public methods ----------------------------------------------
 
     def _read(self, queue, n: int) -> Tuple[List[bytes], List[bytes]]:
         """TF's ``ReaderBase::ReadUpTo``: records of one file, dequeuing files until some come."""
