@@ -19,7 +19,7 @@ Usage (one process of ``torchrun --nproc_per_node 2 train.py``):
     import queuepipe as qp
     from queuepipe.distributed import shard_files
 
-    share = shard_files(qp.remote.glob("data/train-*.tfrecord"))   # rank from RANK/WORLD_SIZE
+    share = shard_files("data/train-*.tfrecord")   # rank and world size from RANK/WORLD_SIZE
     files = qp.train.string_input_producer(share.files, num_epochs=1, shuffle=False)
     reader = share.reader()
     key, record = reader.read(files)    # ... parse, shuffle_batch, train

@@ -50,6 +50,15 @@ def _read_all(reader, files, n=3):
         got.extend(zip(keys.tolist(), values.tolist()))
 
 
+def test_importing_queuepipe_and_this_module_imports_no_framework():
+    code = ("import sys, queuepipe as qp, queuepipe.distributed, queuepipe.integrations; "
+            "qp.shuffle_batch; qp.TFRecordReader; qp.write_shards; "
+            "print(sorted(m for m in ('torch', 'jax', 'keras', 'fsspec') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.stdout.strip() == "[]"
+
+
 # -- shard_info -------------------------------------------------------------------------------
 
 def test_shard_info_takes_explicit_arguments_first(monkeypatch):

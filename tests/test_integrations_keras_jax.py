@@ -1,8 +1,10 @@
 """queuepipe.integrations.keras and .jax: batches for model.fit and on JAX devices."""
 
 import collections
+import importlib
 import os
 import runpy
+import sys
 import threading
 
 import numpy as np
@@ -51,6 +53,18 @@ def _batches(n, size=4):
     rng = np.random.default_rng(0)
     return [{"x": rng.normal(size=(size, 3)).astype(np.float32),
              "y": np.arange(i * size, (i + 1) * size, dtype=np.int64) % 2} for i in range(n)]
+
+
+@pytest.mark.parametrize("module, message", [
+    ("jax", r"^queuepipe\.integrations\.jax needs JAX: pip install queuepipe\[jax\]$"),
+    ("keras", r"^queuepipe\.integrations\.keras needs Keras 3 and a backend it can load "
+              r"\(KERAS_BACKEND=jax, torch or tensorflow\): pip install queuepipe\[keras\]"),
+])
+def test_a_missing_framework_names_the_extra_to_install(monkeypatch, module, message):
+    monkeypatch.setitem(sys.modules, module, None)  # what `import <module>` sees without it
+    monkeypatch.delitem(sys.modules, f"queuepipe.integrations.{module}", raising=False)
+    with pytest.raises(ImportError, match=message):
+        importlib.import_module(f"queuepipe.integrations.{module}")
 
 
 # -- JAX --------------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 import collections
 import functools
+import importlib
 import os
 import runpy
+import sys
 import threading
 
 import numpy as np
@@ -12,12 +14,20 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import queuepipe as qp  # noqa: E402 - after the importorskip
-from queuepipe.distributed import Shard  # noqa: E402
+from queuepipe.distributed import Shard, shard_files  # noqa: E402
 from queuepipe.integrations.torch import (  # noqa: E402
     QueuePipeIterableDataset, TorchBatches, to_torch, worker_shard,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_a_missing_torch_names_the_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # what `import torch` sees without it
+    monkeypatch.delitem(sys.modules, "queuepipe.integrations.torch")
+    with pytest.raises(ImportError, match=r"^queuepipe\.integrations\.torch needs PyTorch: "
+                                          r"pip install queuepipe\[torch\]$"):
+        importlib.import_module("queuepipe.integrations.torch")
 
 
 # -- to_torch ---------------------------------------------------------------------------------
@@ -138,7 +148,7 @@ def make_batches(shard, pattern, batch_size, num_epochs=1, fail_after=None):
 
     Module level, so that DataLoader workers can pickle it whatever the start method.
     """
-    share = qp.distributed.shard_files(pattern, *shard)
+    share = shard_files(pattern, *shard)
     names = qp.train.string_input_producer(share.files, num_epochs=num_epochs, shuffle=False)
     reader = share.reader()
     calls = iter(range(10**9))

@@ -15,20 +15,31 @@ Usage:
 .. code-block:: python
 
     import queuepipe as qp
+    from queuepipe.distributed import shard_files
     from queuepipe.integrations.torch import QueuePipeIterableDataset
     from torch.utils.data import DataLoader
 
-    def make_batches(shard):
-        share = qp.distributed.shard_files("data/train-*.tfrecord", *shard)
+    FEATURES = {"image": qp.io.FixedLenFeature([784], qp.float32),
+                "label": qp.io.FixedLenFeature([], qp.int64)}
+
+    def make_batches(shard):                  # called per epoch, in each DataLoader worker
+        share = shard_files("data/train-*.tfrecord", *shard)   # this worker's files
         files = qp.train.string_input_producer(share.files, num_epochs=1)
-        _, records = share.reader().read_up_to(files, 64)   # ... parse and batch as usual
-        ...
-        return qp.train.shuffle_batch(...)
+        reader = share.reader()
+
+        def examples():                       # up to 64 parsed records per call
+            _, serialized = reader.read_up_to(files, 64)
+            return qp.io.parse_example(serialized, FEATURES)
+
+        return qp.train.shuffle_batch(examples, 32, capacity=1024, min_after_dequeue=512,
+                                      enqueue_many=True, allow_smaller_final_batch=True)
 
     loader = DataLoader(QueuePipeIterableDataset(make_batches), batch_size=None, num_workers=2)
     for epoch in range(3):
-        for images, labels in loader:     # tensors; each record once per epoch
-            ...
+        for batch in loader:                  # {"image": tensor, "label": tensor}
+            ...                               # every record once per epoch
+
+``examples/torch_cnn.py`` is a complete program.
 
 Strings: a NumPy array of dtype object (a batch of ``bytes``) has no tensor type; it is passed
 through unchanged, as the NumPy array. Decode it (``qp.io.decode_raw``) before batching to get
@@ -128,7 +139,6 @@ def to_torch(batch: Any, device: Any = None, pin_memory: bool = False) -> Any:
 
     Raises:
       TypeError: an array's dtype has no torch type; the message names the component.
-      ImportError: PyTorch is not installed.
     """
     pin_memory = _check_pin_memory(pin_memory)
     return _convert(batch, device, pin_memory, "")
