@@ -92,13 +92,15 @@ def test_rest_in_docstrings_becomes_markdown():
     rest = load_ext("griffe_rest")
     module = griffe.visit("m", filepath=pathlib.Path("m.py"), code="class Coordinator:\n    pass\n")
     text = ("Uses :class:`Coordinator` and :func:`~queuepipe.runner.start_queue_runners`.\n\n"
-            "Usage::\n\n    x = 1\n\nArgs:\n  a, b: shared text\n    more.\n  c: own.\n")
+            "Usage::\n\n    x = 1\n\nArgs:\n  a, b: shared text\n    more.\n  c: own.\n\n"
+            "Raises:\n  ValueError: bad c.\n  The errors of\n    read.\n")
     assert rest._markdown(module, text) == (
         'Uses <autoref identifier="m.Coordinator" optional><code>Coordinator</code></autoref> '
         'and <autoref identifier="queuepipe.runner.start_queue_runners" optional>'
         "<code>start_queue_runners</code></autoref>.\n\n"
         "Usage:\n\n    x = 1\n\n"
-        "Args:\n  a: shared text\n    more.\n  b: shared text\n    more.\n  c: own.\n")
+        "Args:\n  a: shared text\n    more.\n  b: shared text\n    more.\n  c: own.\n\n"
+        "Raises:\n  ValueError: bad c.\n\nThe errors of\nread.\n")
 
 
 def cookbook_blocks():
