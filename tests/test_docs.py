@@ -87,6 +87,26 @@ def test_strict_build_fails_on_a_broken_link(tmp_path):
     assert "no-such-heading" in output
 
 
+def test_every_qp_name_in_the_pages_exists():
+    # The pages are written against the API: a renamed or misspelt `qp.x.y` in prose, a table
+    # or an example is found here, also where no example runs.
+    wrong = []
+    for folder, _, files in os.walk(DOCS):
+        for file in sorted(f for f in files if f.endswith(".md")):
+            path = os.path.join(folder, file)
+            with open(path, encoding="utf-8") as page:
+                text = page.read()
+            for dotted in sorted(set(re.findall(r"\bqp((?:\.[A-Za-z_]\w*)+)", text))):
+                value = queuepipe
+                for attribute in dotted[1:].split("."):
+                    try:
+                        value = getattr(value, attribute)
+                    except AttributeError:
+                        wrong.append(f"{os.path.relpath(path, DOCS)}: qp{dotted}")
+                        break
+    assert not wrong, f"names the pages use that queuepipe does not have: {wrong}"
+
+
 def test_rest_in_docstrings_becomes_markdown():
     import griffe  # the docs extra; missing, the test fails as the build tests do
     rest = load_ext("griffe_rest")
