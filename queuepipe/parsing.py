@@ -574,9 +574,38 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     if not isinstance(serialized, (bytes, bytearray, memoryview)):
         raise TypeError(f"serialized must be bytes, got {type(serialized).__name__}: "
                         f"{serialized!r:.60}")
+    serialized = bytes(serialized)
+    parsed_features = _example_features(features)
+    plain = _parse_single_plain(serialized, parsed_features)
+    if plain is not None:
+        return plain
     names = None if example_names is None else [example_names]
-    batch = _parse_batch([bytes(serialized)], _example_features(features), names, fast=False)
+    batch = _parse_batch([serialized], parsed_features, names, fast=False)
     return {key: _unbatch(value) for key, value in batch.items()}
+
+
+def _parse_single_plain(data, features):
+    """The outputs of one record whose FixedLenFeatures are all present with the right list
+    and count (the common case), built straight from the protobuf message; None otherwise,
+    for the general path to handle (defaults, other kinds, errors with TF's words)."""
+    try:
+        fmap = Example.FromString(data).features.feature
+    except DecodeError:
+        return None
+    out = {}
+    for feature in features:
+        entry = fmap.get(feature.key) if feature.kind == _FIXED else None
+        if entry is None or entry.WhichOneof("kind") != feature.list_name:
+            return None
+        values = getattr(entry, feature.list_name).value
+        if len(values) != feature.size:
+            return None
+        if not feature.shape:  # a scalar: bytes, or a NumPy scalar as the batch's [0] gives
+            out[feature.key] = (values[0] if feature.dtype == _dtypes.string
+                                else feature.dtype.type(values[0]))
+        else:
+            out[feature.key] = feature.values(values).reshape(feature.shape)
+    return out
 
 
 def _unbatch(value):
@@ -727,15 +756,24 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
     dtype = _dtypes.as_dtype(out_type)
     if dtype == _dtypes.string or dtype.kind not in "biufc":
         raise TypeError(f"decode_raw: out_type must be numeric, got {out_type!r}")
+    wire = dtype.newbyteorder("<" if little_endian else ">")
+    if type(input_bytes) is bytes and fixed_length is None:  # one record: no joins, no loops
+        if len(input_bytes) % dtype.itemsize:
+            raise InvalidArgumentError(
+                f"Input to DecodeRaw has length {len(input_bytes)} that is not a multiple of "
+                f"{dtype.itemsize}, the size of {dtype}")
+        return np.frombuffer(input_bytes, dtype=wire).astype(dtype, copy=True)
     scalar = isinstance(input_bytes, (bytes, bytearray, memoryview))
     if scalar:
         items, shape = [bytes(input_bytes)], ()
     else:
         array = np.asarray(input_bytes, dtype=object)
         items, shape = array.ravel().tolist(), array.shape
-    for index, item in enumerate(items):
-        if not isinstance(item, (bytes, bytearray)):
-            raise TypeError(f"decode_raw: element {index} is {type(item).__name__}, not bytes")
+    if not set(map(type, items)) <= {bytes}:
+        for index, item in enumerate(items):
+            if not isinstance(item, (bytes, bytearray)):
+                raise TypeError(f"decode_raw: element {index} is {type(item).__name__}, "
+                                f"not bytes")
     if fixed_length is not None:
         if fixed_length % dtype.itemsize:
             raise InvalidArgumentError(
@@ -743,16 +781,16 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
                 f"({dtype.itemsize} bytes for {dtype})")
         items = [bytes(item[:fixed_length]).ljust(fixed_length, b"\0") for item in items]
     length = len(items[0]) if items else 0
-    for index, item in enumerate(items):
-        if len(item) != length:
-            raise InvalidArgumentError(
-                f"DecodeRaw requires input strings to all be the same size, but element "
-                f"{index} has size {len(item)} != {length} (the size of element 0)")
+    lengths = np.fromiter(map(len, items), dtype=np.intp, count=len(items))
+    if (lengths != length).any():
+        index = int(np.flatnonzero(lengths != length)[0])
+        raise InvalidArgumentError(
+            f"DecodeRaw requires input strings to all be the same size, but element "
+            f"{index} has size {lengths[index]} != {length} (the size of element 0)")
     if length % dtype.itemsize:
         raise InvalidArgumentError(
             f"Input to DecodeRaw has length {length} that is not a multiple of "
             f"{dtype.itemsize}, the size of {dtype}")
-    wire = dtype.newbyteorder("<" if little_endian else ">")
     values = np.frombuffer(b"".join(items), dtype=wire).astype(dtype, copy=True)
     return values.reshape(shape + (length // dtype.itemsize,))
 
