@@ -107,6 +107,14 @@ def test_every_qp_name_in_the_pages_exists():
     assert not wrong, f"names the pages use that queuepipe does not have: {wrong}"
 
 
+def test_the_migration_guide_names_every_public_name():
+    with open(os.path.join(DOCS, "migration.md"), encoding="utf-8") as page:
+        text = page.read()
+    missing = [name for name in queuepipe.__all__ if name != "__version__"
+               and not re.search(rf"\bqp\.(?:\w+\.)?{re.escape(name)}\b", text)]
+    assert not missing, f"public names without a row in docs/migration.md: {missing}"
+
+
 def test_rest_in_docstrings_becomes_markdown():
     import griffe  # the docs extra; missing, the test fails as the build tests do
     rest = load_ext("griffe_rest")
