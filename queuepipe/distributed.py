@@ -136,6 +136,10 @@ class FileShare:
     def reader(self, options=None):
         """A reader that reads this share's records of each file it is given.
 
+        Args:
+          options: compression, as for ``TFRecordReader`` (a compressed file is scanned: an
+            index cannot point into a compressed stream).
+
         Returns:
           A :class:`~queuepipe.readers.TFRecordReader` when the share is whole files, else a
           :class:`ShardedTFRecordReader` for :attr:`record_shard`.
