@@ -1,20 +1,30 @@
-# The two commands of the README: `make demo` and `make test`. Each sets up .venv first.
+# The two commands of the README: `make demo` and `make test`. Each sets up .venv first,
+# installing only what it needs (the demo: numpy, protobuf, crc32c, scikit-learn, tqdm).
 VENV := .venv
 PY := $(VENV)/bin/python
 
 .PHONY: demo test
 
-$(VENV)/.installed: setup.cfg setup.py
+$(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,demo]'
+
+$(VENV)/.demo: setup.cfg setup.py | $(PY)
+	$(PY) -m pip install -q -e '.[demo]'
 	touch $@
 
-demo: $(VENV)/.installed
+# The tests exercise every extra. torch comes first and pinned to its CPU build: a bare
+# 'torch' requirement would pull a CUDA build of several GB.
+$(VENV)/.test: setup.cfg setup.py | $(PY)
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test,demo,docs,remote,plot,progress,jax,keras]'
+	touch $@
+
+demo: $(VENV)/.demo
 	$(PY) examples/demo.py
 
 # pytest exits 5 when it collected no test: that is a broken setup, never a pass.
-test: $(VENV)/.installed
+test: $(VENV)/.test
 	$(PY) -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the setup is broken" >&2; fi; \
 	exit $$rc

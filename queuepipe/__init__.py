@@ -46,7 +46,7 @@ _LAZY = table_of({
 })
 _SUBMODULES = ("train", "io", "python_io", "dtypes", "queues", "coordinator", "runner",
                "producers", "records", "readers", "protos", "parsing", "batching",
-               "shards", "integrations")
+               "shards", "remote", "distributed", "monitor", "integrations")
 
 __getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)
 
