@@ -147,11 +147,15 @@ def _checkout_file(*parts: str) -> Optional[str]:
     return path if os.path.exists(path) else None
 
 
-def _load(path: str, name: str):
+def _run_script_main(path: str, name: str, argv: List[str]) -> int:
+    """Loads the script at ``path`` as module ``name`` and returns its ``main(argv)`` status."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    try:
+        return int(module.main(argv) or 0)
+    except SystemExit as e:  # the script's own argparse (--help, a usage error) or sys.exit
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,9 +461,9 @@ def _builtin_bench(records: int, batch_size: int) -> None:
 
 
 def _cmd_bench(args) -> int:
-    suite = None if args.builtin else _checkout_file("benchmarks", "run.py")
+    suite = None if args.builtin else _checkout_file("benchmarks", "bench.py")
     if suite is not None:
-        return int(_load(suite, "queuepipe_benchmarks_run").main(args.suite_args) or 0)
+        return _run_script_main(suite, "queuepipe_benchmarks_bench", args.suite_args)
     if args.suite_args:
         raise UsageError(f"arguments {args.suite_args} are for the benchmark suite, which "
                          "this installation does not have (it lives in a source checkout)")
@@ -472,7 +476,7 @@ def _cmd_demo(args) -> int:
     if demo is None:
         raise UsageError("the demo lives in queuepipe's source checkout (examples/demo.py), "
                          "which this installation does not have")
-    return int(_load(demo, "queuepipe_examples_demo").main(args.demo_args) or 0)
+    return _run_script_main(demo, "queuepipe_examples_demo", args.demo_args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,7 +566,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compress the shards (then no .index files are written)")
 
     p = command("bench", _cmd_bench, "measure read throughput",
-                "Run the benchmark suite of a source checkout (benchmarks/run.py; arguments "
+                "Run the benchmark suite of a source checkout (benchmarks/bench.py; arguments "
                 "after '--' go to it), or, without one or with --builtin, a small check: "
                 "write records to a temporary directory, read them back with "
                 "read_batch_features, print records/s and what the queues did.")

@@ -520,6 +520,11 @@ def test_demo_and_bench_run_the_checkouts_main(capsys, monkeypatch, tmp_path, co
     assert argv_file.read_text() == "['--quick', '-x']"
 
 
+def test_a_scripts_sys_exit_becomes_the_status(capsys, monkeypatch, tmp_path):
+    fake_checkout_file(monkeypatch, tmp_path, "import sys\ndef main(argv):\n    sys.exit(4)\n")
+    assert run(capsys, "demo")[0] == 4
+
+
 def test_demo_and_bench_without_a_checkout(capsys, monkeypatch):
     monkeypatch.setattr(cli, "_checkout_file", lambda *parts: None)
     status, _, err = run(capsys, "demo")
@@ -534,4 +539,8 @@ def test_demo_and_bench_without_a_checkout(capsys, monkeypatch):
 
 def test_checkout_files_are_found_beside_the_package():
     assert cli._checkout_file("queuepipe", "cli.py") == os.path.abspath(cli.__file__)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
+    for parts in (("benchmarks", "bench.py"), ("examples", "demo.py")):
+        expected = os.path.join(root, *parts)
+        assert cli._checkout_file(*parts) == (expected if os.path.exists(expected) else None)
     assert cli._checkout_file("no", "such.file") is None
