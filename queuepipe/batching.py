@@ -1,0 +1,1116 @@
+"""Batching: TF1's ``tf.train.batch`` family, returning an iterator of NumPy batches.
+
+A batching function takes a *producer* (a zero-argument callable returning one element: a tuple,
+a list, a dict, or a single value) and builds the last stage of a pipeline: a queue, and a
+:class:`~queuepipe.runner.QueueRunner` whose threads call the producer again and again and
+enqueue what it returns. The result is a :class:`Batches`: iterate it to get batches, each the
+element's structure with every component stacked along a new leading axis.
+
+Usage:
+
+.. code-block:: python
+
+    import numpy as np
+    import queuepipe as qp
+
+    with qp.Pipeline().as_default():
+        row = qp.train.slice_input_producer([np.arange(100), np.arange(100) % 10],
+                                            num_epochs=2, seed=0)
+        batches = qp.train.shuffle_batch(row, batch_size=32, capacity=64,
+                                         min_after_dequeue=16, seed=0,
+                                         allow_smaller_final_batch=True)
+        for features, labels in batches:   # starts the runners, stops them at the end
+            print(features.shape)          # (32,) ... then (8,)
+
+The iterator ends (``StopIteration``) once the input is exhausted and the final batch is
+delivered; :meth:`Batches.dequeue` raises ``OutOfRangeError`` there instead, as TF's dequeue op
+does. If nobody started the pipeline's runners, the first batch requested starts them under a
+Coordinator the :class:`Batches` owns, and the end of the input, :meth:`Batches.close` or an
+exception stops and joins them. Inside ``with qp.running():`` (or after
+``qp.start_queue_runners(coord)``) a :class:`Batches` only dequeues.
+
+How it differs from TF:
+
+* There are no static shapes. The batch queue is built when the first element arrives, with
+  that element's dtypes and shapes (or ``shapes=``, when given): fixed-shape components then
+  live in the queue's preallocated arrays and a batch is one slice copy. A later element of
+  another shape is an ``InvalidArgumentError`` naming the component; with ``dynamic_pad=True``
+  every dimension of every component is padded per batch instead (unless ``shapes=`` says
+  which).
+* The structure of a batch is the structure of the element, also for one component: a
+  producer returning ``(x,)`` gives batches ``(xs,)``, one returning ``x`` gives ``xs`` (TF
+  unwrapped one-element lists).
+* A producer's exception reaches the consumer: the batch that would have followed raises a copy
+  of it, chained to the original.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from queuepipe import dtypes as _dtypes
+from queuepipe.coordinator import Coordinator
+from queuepipe.errors import DeadlineExceededError, InvalidArgumentError, NotFoundError, \
+    OutOfRangeError
+from queuepipe.parsing import FixedLenFeature, parse_example
+from queuepipe.producers import match_filenames_once, string_input_producer
+from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from queuepipe.readers import TFRecordReader
+from queuepipe.runner import Pipeline, QueueRunner, get_default_pipeline, start_queue_runners
+
+__all__ = ["Batches", "batch", "shuffle_batch", "batch_join", "shuffle_batch_join",
+           "maybe_batch", "maybe_shuffle_batch", "maybe_batch_join", "maybe_shuffle_batch_join",
+           "read_batch_features", "running", "STOP_GRACE_PERIOD_SECS"]
+
+_log = logging.getLogger(__name__)
+
+# How long stopping waits for runner threads before it names the ones still alive.
+STOP_GRACE_PERIOD_SECS = 10.0
+
+# Longest single wait, so that Ctrl-C reaches a waiting main thread promptly on every platform.
+_WAIT_SLICE_SECS = 0.1
+
+_scope_counter: Dict[str, "itertools.count[int]"] = {}
+_scope_lock = threading.Lock()
+
+
+def _scope(name: Optional[str], default: str) -> str:
+    """``name``, or ``default``, ``default_1``, ... unique in the process, like TF's scopes."""
+    if name is not None:
+        return name
+    with _scope_lock:
+        count = next(_scope_counter.setdefault(default, itertools.count()))
+    return default if count == 0 else f"{default}_{count}"
+
+
+# -- argument checks ------------------------------------------------------------------------
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise InvalidArgumentError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _check_min_after_dequeue(min_after_dequeue: Any, capacity: int) -> int:
+    if isinstance(min_after_dequeue, bool) \
+            or not isinstance(min_after_dequeue, (int, np.integer)) or min_after_dequeue < 0:
+        raise InvalidArgumentError(
+            f"min_after_dequeue must be a non-negative integer, got {min_after_dequeue!r}")
+    if capacity <= min_after_dequeue:
+        raise InvalidArgumentError(
+            f"capacity ({capacity}) must exceed min_after_dequeue ({min_after_dequeue}): the "
+            f"queue could never hold an element to dequeue; TF1 code used "
+            f"capacity = min_after_dequeue + 3 * batch_size")
+    return int(min_after_dequeue)
+
+
+def _check_producers(producers: Any, fn: str, join: bool) -> List[Callable[[], Any]]:
+    if not join:
+        producers = [producers]
+    elif callable(producers) or not isinstance(producers, (list, tuple)):
+        raise TypeError(f"{fn}() takes a list of producers (one thread each), got "
+                        f"{producers!r}")
+    elif not producers:
+        raise ValueError(f"Expected at least one input in {fn}().")
+    for i, producer in enumerate(producers):
+        if not callable(producer):
+            where = f"tensors_list[{i}]" if join else "tensors"
+            raise TypeError(
+                f"{fn}(): {where} must be a producer, a zero-argument callable returning one "
+                f"element (a tuple, list, dict or single value), got {producer!r}")
+    return list(producers)
+
+
+def _check_keep_input(keep_input: Any, enqueue_many: bool) -> Any:
+    """``keep_input`` as True, False, a 1-D bool mask, or a callable; checked as TF does."""
+    if callable(keep_input):
+        return keep_input
+    mask = _as_mask(keep_input, enqueue_many)
+    return bool(mask) if mask.ndim == 0 else mask
+
+
+def _as_mask(keep: Any, enqueue_many: bool) -> np.ndarray:
+    mask = np.asarray(keep)
+    if mask.dtype != np.bool_:
+        raise InvalidArgumentError(f"`keep_input` must be a bool or bools, got {keep!r}")
+    if mask.ndim > 1:
+        raise InvalidArgumentError(
+            f"`keep_input` must be 0 or 1 dimensions, got shape {mask.shape}.")
+    if mask.ndim == 1 and not enqueue_many:
+        raise InvalidArgumentError("`keep_input` cannot be a vector when `enqueue_many=False`.")
+    return mask
+
+
+def _check_shapes(shapes: Any) -> Any:
+    if shapes is not None and not isinstance(shapes, (list, tuple, Mapping)):
+        raise InvalidArgumentError(
+            f"shapes must be a list of shapes (one per component) or a dict of them by key, "
+            f"got {shapes!r}")
+    return shapes
+
+
+# -- elements -------------------------------------------------------------------------------
+
+
+class _Structure:
+    """The layout of a producer's elements, fixed by the first one.
+
+    An element goes onto the batch queue as the queue expects it (a dict, a tuple of two or
+    more components, or the bare value of a one-component queue), and a batch comes back in
+    the element's own form: the same container type, also around a single component.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kind: Optional[type] = None  # dict, tuple, list, or object for a bare value
+
+    def to_queue(self, element: Any) -> Any:
+        """The element as the batch queue takes it; the first element fixes the layout."""
+        if self._kind is None:
+            with self._lock:
+                if self._kind is None:
+                    self._kind = self._kind_of(element)
+        if isinstance(element, (tuple, list)) and len(element) == 1:
+            return element[0]
+        return element
+
+    @staticmethod
+    def _kind_of(element: Any) -> type:
+        if isinstance(element, Mapping):
+            kind: type = dict
+        elif isinstance(element, list):
+            kind = list
+        elif isinstance(element, tuple):
+            kind = tuple
+        else:
+            return object
+        if not element:
+            raise InvalidArgumentError(
+                f"the producer returned an empty element {element!r}: it must return at least "
+                f"one component")
+        return kind
+
+    def restore(self, batch: Any) -> Any:
+        """A batch as the queue returned it, in the element's form."""
+        if self._kind is tuple:
+            return batch if isinstance(batch, tuple) else (batch,)
+        if self._kind is list:
+            return list(batch) if isinstance(batch, tuple) else [batch]
+        return batch
+
+
+def _dtype_of(value: Any) -> np.dtype:
+    """The queue dtype for a component: queuepipe's string dtype for bytes and str."""
+    if isinstance(value, (bytes, str)):
+        return _dtypes.string
+    arr = np.asarray(value)
+    return _dtypes.string if arr.dtype.kind in "SUO" else arr.dtype
+
+
+def _select(value: Any, mask: np.ndarray) -> Any:
+    """The elements of one batched component where ``mask`` is true."""
+    if isinstance(value, np.ndarray):
+        return value[mask]
+    return [item for item, keep in zip(value, mask) if keep]
+
+
+class _DeferredQueue:
+    """The batch queue, built from the first element enqueued.
+
+    TF knows every dtype and shape before its pipeline runs; a producer does not, and calling it
+    early could block (its reader waits on runners not started yet). So a batching function
+    makes this stand-in, and the first enqueue builds the real queue with that element's dtypes,
+    names and shapes (``shapes=`` when given; with ``dynamic_pad`` every dimension free), which
+    keeps fixed-shape components in preallocated arrays. Everything is then forwarded to it. A
+    ``close()`` or ``abort()`` before any element builds an empty queue and closes it; a
+    dequeue before any element waits for one (or for the close).
+
+    Args:
+      make: ``make(dtypes, shapes, names)`` builds the real queue.
+      shapes: the user's ``shapes=`` (per element), or None to infer them.
+      dynamic_pad: infer every dimension as free, to be padded per batch.
+      capacity, name: the real queue's, known before it is built.
+    """
+
+    def __init__(self, make: Callable[..., Any], shapes: Any, dynamic_pad: bool,
+                 capacity: int, name: str) -> None:
+        self._make = make
+        self._declared = shapes
+        self._dynamic_pad = dynamic_pad
+        self._capacity = capacity
+        self._name = name
+        self._lock = threading.Lock()
+        # Announces that the real queue exists.
+        self._built = threading.Condition(self._lock)
+        self._queue: Any = None
+        self._runners_added = 0
+        self._runners_started = 0
+
+    # -- building ------------------------------------------------------------------------------
+
+    def _components(self, vals: Any) -> tuple:
+        """``(components, names)`` of an element in the queue's form."""
+        if isinstance(vals, Mapping):
+            return list(vals.values()), list(vals)
+        if isinstance(vals, (tuple, list)):
+            return list(vals), None
+        return [vals], None
+
+    def _shapes(self, components: List[Any], names: Optional[List[str]],
+                batched: bool) -> List[Any]:
+        declared = self._declared
+        if declared is not None:
+            if isinstance(declared, Mapping):
+                if names is None or set(declared) != set(names):
+                    raise InvalidArgumentError(
+                        f"batch queue '{self._name}': shapes has keys {sorted(declared)} but "
+                        f"the elements have {'no keys' if names is None else sorted(names)}")
+                return [declared[k] for k in names]
+            if len(components) == 1 and all(d is None or isinstance(d, (int, np.integer))
+                                            for d in declared):
+                return [declared]  # the shape of the one component
+            if names is not None:  # TF lists the shapes of a dict in sorted key order
+                by_key = dict(zip(sorted(names), declared))
+                declared = [by_key.get(k) for k in names]
+            if len(declared) != len(components):
+                raise InvalidArgumentError(
+                    f"batch queue '{self._name}': shapes has {len(declared)} entries but the "
+                    f"elements have {len(components)} components")
+            return list(declared)
+        shapes = []
+        for i, value in enumerate(components):
+            label = repr(names[i]) if names is not None else str(i)
+            try:
+                shape = np.shape(value)
+            except ValueError as e:
+                raise InvalidArgumentError(
+                    f"batch queue '{self._name}' component {label}: a ragged value has no "
+                    f"shape ({e})") from None
+            if batched:
+                if not shape:
+                    raise InvalidArgumentError(
+                        f"batch queue '{self._name}' component {label}: enqueue_many needs a "
+                        f"leading batch axis, got a scalar")
+                shape = shape[1:]
+            shapes.append([None] * len(shape) if self._dynamic_pad else list(shape))
+        return shapes
+
+    def _real(self, vals: Any = None, batched: bool = False) -> Any:
+        """The real queue, built from ``vals`` (an element or batch) if it does not exist."""
+        queue = self._queue
+        if queue is not None:
+            return queue
+        with self._lock:
+            if self._queue is None:
+                if vals is None:  # closed before any element: an empty queue to close
+                    queue = FIFOQueue(self._capacity, name=self._name)
+                else:
+                    components, names = self._components(vals)
+                    shapes = self._shapes(components, names, batched)
+                    types = [_dtype_of(c) for c in components]
+                    queue = self._make(types, shapes, names)
+                for _ in range(self._runners_added):
+                    queue._runner_added()
+                for _ in range(self._runners_started):
+                    queue._runner_started()
+                self._queue = queue
+                self._built.notify_all()
+            return self._queue
+
+    def _wait_built(self, timeout: Optional[float], op: str) -> tuple:
+        """Waits until the real queue exists; returns it and the timeout left."""
+        deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        with self._built:
+            while self._queue is None:
+                wait = _WAIT_SLICE_SECS
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise DeadlineExceededError(
+                            f"Queue '{self._name}': {op} timed out after {timeout:.3g} s (size "
+                            f"0, capacity {self._capacity}): no element has arrived yet")
+                    wait = min(wait, left)
+                self._built.wait(wait)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._queue, left
+
+    # -- the queue interface -------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The batch queue's name."""
+        return self._name
+
+    @property
+    def capacity(self) -> int:
+        """The most elements the batch queue holds."""
+        return self._capacity
+
+    @property
+    def dtypes(self) -> Optional[List[np.dtype]]:
+        """The component dtypes, None until the first element."""
+        return None if self._queue is None else self._queue.dtypes
+
+    @property
+    def shapes(self) -> Any:
+        """The component shapes, None until the first element."""
+        return None if self._queue is None else self._queue.shapes
+
+    @property
+    def names(self) -> Optional[List[str]]:
+        """The component names of dict elements, None otherwise or until the first element."""
+        return None if self._queue is None else self._queue.names
+
+    def size(self) -> int:
+        """The number of elements in the queue now."""
+        return 0 if self._queue is None else self._queue.size()
+
+    def is_closed(self) -> bool:
+        """True once the queue was closed or aborted."""
+        return self._queue is not None and self._queue.is_closed()
+
+    def stats(self) -> Dict[str, Any]:
+        """As :meth:`QueueBase.stats <queuepipe.queues.QueueBase.stats>` (zeros before the
+        first element)."""
+        if self._queue is not None:
+            return self._queue.stats()
+        return {"enqueued": 0, "dequeued": 0, "size": 0, "capacity": self._capacity,
+                "consumer_wait_secs": 0.0, "producer_wait_secs": 0.0}
+
+    def enqueue(self, vals: Any, timeout: Optional[float] = None) -> None:
+        """As ``QueueBase.enqueue``; the first element builds the queue."""
+        self._real(vals).enqueue(vals, timeout=timeout)
+
+    def enqueue_many(self, vals: Any, timeout: Optional[float] = None) -> None:
+        """As ``QueueBase.enqueue_many``; the first batch builds the queue."""
+        self._real(vals, batched=True).enqueue_many(vals, timeout=timeout)
+
+    def dequeue(self, timeout: Optional[float] = None) -> Any:
+        """As ``QueueBase.dequeue``; before the first element it waits for one."""
+        queue, left = self._wait_built(timeout, "dequeue")
+        return queue.dequeue(timeout=left)
+
+    def dequeue_many(self, n: int, timeout: Optional[float] = None) -> Any:
+        """As ``QueueBase.dequeue_many``; before the first element it waits for one."""
+        queue, left = self._wait_built(timeout, "dequeue_many")
+        return queue.dequeue_many(n, timeout=left)
+
+    def dequeue_up_to(self, n: int, timeout: Optional[float] = None) -> Any:
+        """As ``QueueBase.dequeue_up_to``; before the first element it waits for one."""
+        queue, left = self._wait_built(timeout, "dequeue_up_to")
+        return queue.dequeue_up_to(n, timeout=left)
+
+    def close(self, cancel_pending_enqueues: bool = False) -> None:
+        """As ``QueueBase.close``. Idempotent."""
+        self._real().close(cancel_pending_enqueues=cancel_pending_enqueues)
+
+    def abort(self, exc: BaseException) -> None:
+        """As ``QueueBase.abort``: consumers get a chained copy of ``exc`` once drained."""
+        self._real().abort(exc)
+
+    def _runner_added(self) -> None:
+        with self._lock:
+            if self._queue is None:
+                self._runners_added += 1
+                return
+        self._queue._runner_added()
+
+    def _runner_started(self) -> None:
+        with self._lock:
+            if self._queue is None:
+                self._runners_started += 1
+                return
+        self._queue._runner_started()
+
+    def __repr__(self) -> str:
+        if self._queue is not None:
+            return repr(self._queue)
+        return f"<batch queue '{self._name}' capacity={self._capacity}, no element yet>"
+
+
+class _EnqueueOp:
+    """One enqueue op of a batching runner: call the producer, filter, enqueue."""
+
+    def __init__(self, producer: Callable[[], Any], queue: _DeferredQueue,
+                 structure: _Structure, enqueue_many: bool, keep_input: Any) -> None:
+        self._producer = producer
+        self._queue = queue
+        self._structure = structure
+        self._enqueue_many = enqueue_many
+        self._keep_input = keep_input
+
+    def __call__(self) -> None:
+        element = self._producer()
+        vals = self._structure.to_queue(element)
+        keep = self._keep_input
+        if callable(keep):
+            keep = _check_keep_input(keep(element), self._enqueue_many)
+        if keep is False:
+            return
+        if keep is True:
+            if self._enqueue_many:
+                self._queue.enqueue_many(vals)
+            else:
+                self._queue.enqueue(vals)
+            return
+        self._queue.enqueue_many(self._filter(vals, keep))
+
+    @staticmethod
+    def _filter(vals: Any, mask: np.ndarray) -> Any:
+        """The elements of a batch where ``mask`` is true."""
+        lengths = {len(v) for v in (vals.values() if isinstance(vals, Mapping) else
+                                    vals if isinstance(vals, tuple) else [vals])}
+        if lengths != {len(mask)}:
+            raise InvalidArgumentError(
+                f"`keep_input` has {len(mask)} entries but the batch has "
+                f"{sorted(lengths)} elements")
+        if isinstance(vals, Mapping):
+            return {k: _select(v, mask) for k, v in vals.items()}
+        if isinstance(vals, tuple):
+            return tuple(_select(v, mask) for v in vals)
+        return _select(vals, mask)
+
+
+# -- the result -----------------------------------------------------------------------------
+
+
+class Batches:
+    """An iterator of NumPy batches taken from a batching function's queue.
+
+    Each batch has the structure of the producer's elements (tuple, list, dict or single value),
+    every component stacked along a new leading axis (object arrays of ``bytes`` for strings).
+
+    Starting and stopping: if the pipeline's QueueRunners were not started when the first batch
+    is requested, this object starts all of them under its own
+    :class:`~queuepipe.coordinator.Coordinator`, and it stops and joins them when the input
+    ends, when :meth:`close` is called, or when a dequeue fails (a runner's error, Ctrl-C). If
+    they were already started (``qp.start_queue_runners(coord)``, ``with qp.running():``), the
+    caller's coordinator owns them and this object only dequeues. Use it as a context manager to
+    stop it whatever happens::
+
+        with qp.train.batch(producer, 32) as batches:
+            for images, labels in batches:
+                ...
+
+    Several :class:`Batches` on one pipeline: the one that starts the runners stops all of
+    them when it ends; start them yourself (``with qp.running():``) to consume several.
+    """
+
+    def __init__(self, queue: _DeferredQueue, runner: QueueRunner, pipeline: Pipeline,
+                 batch_size: int, allow_smaller_final_batch: bool,
+                 structure: _Structure) -> None:
+        self._queue = queue
+        self._runner = runner
+        self._pipeline = pipeline
+        self._batch_size = batch_size
+        self._allow_smaller = allow_smaller_final_batch
+        self._structure = structure
+        self._lock = threading.Lock()
+        self._checked_start = False
+        self._coord: Optional[Coordinator] = None
+        self._threads: List[threading.Thread] = []
+        self._stopped = False
+        self._raised: Optional[BaseException] = None
+
+    @property
+    def queue(self) -> Any:
+        """The batch queue (built from the first element; ``stats()`` works before)."""
+        return self._queue
+
+    @property
+    def batch_size(self) -> int:
+        """The number of elements in each batch (the last may be smaller when allowed)."""
+        return self._batch_size
+
+    @property
+    def coord(self) -> Optional[Coordinator]:
+        """The Coordinator this object started the runners with, or None if it did not."""
+        return self._coord
+
+    def _ensure_started(self) -> None:
+        """Starts the pipeline's runners if nobody did; decided once, at the first dequeue."""
+        with self._lock:
+            if self._checked_start:
+                return
+            self._checked_start = True
+            if self._queue.is_closed():  # the pipeline already ran: just drain
+                return
+            coord = Coordinator()
+            own = self._runner.create_threads(coord, daemon=True)
+            if not own:  # its threads are running: someone else started the pipeline
+                return
+            self._coord = coord
+            self._threads = start_queue_runners(coord, daemon=True, pipeline=self._pipeline)
+            for thread in own:
+                thread.start()
+            self._threads.extend(own)
+
+    def dequeue(self, timeout: Optional[float] = None) -> Any:
+        """Returns the next batch, blocking until it is complete.
+
+        Args:
+          timeout: seconds to wait; None waits forever.
+
+        Returns:
+          ``batch_size`` elements stacked (fewer for the final batch when
+          ``allow_smaller_final_batch=True``), in the element's structure.
+
+        Raises:
+          OutOfRangeError: the input is exhausted and every batch was delivered (with
+            ``allow_smaller_final_batch=False``, fewer than ``batch_size`` elements were left
+            over and are dropped).
+          DeadlineExceededError: ``timeout`` ran out; nothing was dequeued, and the pipeline
+            keeps running.
+          Exception: a producer's (or reader's) exception, as a copy chained to the original.
+        """
+        self._ensure_started()
+        try:
+            if self._allow_smaller:
+                batch = self._queue.dequeue_up_to(self._batch_size, timeout=timeout)
+            else:
+                batch = self._queue.dequeue_many(self._batch_size, timeout=timeout)
+        except DeadlineExceededError:
+            raise
+        except OutOfRangeError:
+            self._stop()
+            raise
+        except BaseException as e:
+            self._raised = e
+            self._stop()
+            raise
+        return self._structure.restore(batch)
+
+    def __iter__(self) -> "Batches":
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return self.dequeue()
+        except OutOfRangeError:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        """Stops producing batches. Idempotent.
+
+        If this object started the runners, it stops the pipeline (requests stop, which closes
+        and cancels every queue) and joins every thread; otherwise it closes its own queue,
+        cancelling pending enqueues, and leaves the rest to the caller's coordinator.
+
+        Raises:
+          Exception: a runner's exception that no dequeue has raised yet.
+          RuntimeError: a thread did not stop within ``STOP_GRACE_PERIOD_SECS``.
+        """
+        with self._lock:
+            owned = self._coord is not None
+        if owned:
+            self._stop()
+        else:
+            self._queue.close(cancel_pending_enqueues=True)
+
+    def _stop(self) -> None:
+        """Requests stop and joins the threads this object started, once."""
+        with self._lock:
+            if self._coord is None or self._stopped:
+                return
+            self._stopped = True
+        self._coord.request_stop()
+        try:
+            self._coord.join(self._threads, stop_grace_period_secs=STOP_GRACE_PERIOD_SECS)
+        except Exception as e:  # noqa: BLE001 - re-raised unless the consumer already has it
+            raised = self._raised
+            if raised is None or (raised is not e and raised.__cause__ is not e):
+                raise
+
+    def __enter__(self) -> "Batches":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never hide the exception of the with-body
+            _log.debug("Ignored an error while closing batches after %r", exc, exc_info=True)
+
+    def __repr__(self) -> str:
+        return (f"<Batches of {self._batch_size} from {self._queue!r}"
+                f"{', owns its runners' if self._coord is not None else ''}>")
+
+
+# -- the batching functions -----------------------------------------------------------------
+
+
+def _batching(producers: List[Callable[[], Any]], threads_per_producer: int, *, scope: str,
+              batch_size: Any, capacity: Any, min_after_dequeue: Any = None,
+              keep_input: Any = True, seed: Optional[int] = None, enqueue_many: bool = False,
+              shapes: Any = None, dynamic_pad: bool = False,
+              allow_smaller_final_batch: bool = False) -> Batches:
+    """What every batching function does: check, build the queue and runner, wrap."""
+    batch_size = _positive_int(batch_size, "batch_size")
+    capacity = _positive_int(capacity, "capacity")
+    shuffle = min_after_dequeue is not None
+    if shuffle:
+        min_after_dequeue = _check_min_after_dequeue(min_after_dequeue, capacity)
+    keep_input = _check_keep_input(keep_input, enqueue_many)
+    shapes = _check_shapes(shapes)
+
+    def make(types: List[np.dtype], queue_shapes: List[Any], names: Optional[List[str]]) -> Any:
+        if shuffle:
+            return RandomShuffleQueue(capacity, min_after_dequeue, types, queue_shapes, names,
+                                      seed=seed, name=queue_name)
+        if dynamic_pad:
+            return PaddingFIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
+        return FIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
+
+    kind = ("random_shuffle_queue" if shuffle else
+            "padding_fifo_queue" if dynamic_pad else "fifo_queue")
+    queue_name = f"{scope}/{kind}"
+    queue = _DeferredQueue(make, shapes, dynamic_pad, capacity, queue_name)
+    structure = _Structure()
+    ops = [_EnqueueOp(producer, queue, structure, enqueue_many, keep_input)
+           for producer in producers for _ in range(threads_per_producer)]
+    runner = QueueRunner(queue, ops)
+    pipeline = get_default_pipeline()
+    pipeline.add_queue_runner(runner)
+    return Batches(queue, runner, pipeline, batch_size, allow_smaller_final_batch, structure)
+
+
+_COMMON_ARGS = """
+      enqueue_many: each producer call returns a batch of elements (every component with a
+        leading axis) instead of one.
+      shapes: the shape of each component of an element (``None`` for a free dimension), as a
+        list (dict components in sorted key order) or a dict by key; by default the shapes of
+        the first element.
+      allow_smaller_final_batch: deliver a final batch of fewer than ``batch_size`` elements
+        when the input ends; if False they are dropped.
+      shared_name: ignored; kept for TF compatibility.
+      name: the scope of the queue's name (``<name>/fifo_queue``); by default the function's
+        name, made unique."""
+
+
+def batch(tensors: Callable[[], Any], batch_size: int, num_threads: int = 1,
+          capacity: int = 32, enqueue_many: bool = False, shapes: Any = None,
+          dynamic_pad: bool = False, allow_smaller_final_batch: bool = False,
+          shared_name: Optional[str] = None, name: Optional[str] = None) -> Batches:
+    """Batches a producer's elements in order, as ``tf.train.batch``.
+
+    ``num_threads`` threads each call ``tensors`` and enqueue what it returns on a FIFOQueue
+    (a PaddingFIFOQueue with ``dynamic_pad``); batches are dequeued from it in order. With one
+    thread, the batches keep the producer's order.
+
+    Args:
+      tensors: the producer: a zero-argument callable returning one element (a tuple, list,
+        dict or single value). It raises ``OutOfRangeError`` when its input is exhausted.
+      batch_size: the number of elements per batch.
+      num_threads: threads calling the producer.
+      capacity: the most elements the queue holds.
+      dynamic_pad: pad free dimensions per batch to the longest element (with 0 or ``b""``);
+        without ``shapes`` every dimension is free.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      InvalidArgumentError: ``batch_size``, ``num_threads`` or ``capacity`` is not a positive
+        integer, or ``shapes`` is malformed.
+      TypeError: ``tensors`` is not callable.
+    """
+    del shared_name
+    return maybe_batch(tensors, True, batch_size, num_threads, capacity, enqueue_many, shapes,
+                       dynamic_pad, allow_smaller_final_batch, name=_scope(name, "batch"))
+
+
+def maybe_batch(tensors: Callable[[], Any], keep_input: Any, batch_size: int,
+                num_threads: int = 1, capacity: int = 32, enqueue_many: bool = False,
+                shapes: Any = None, dynamic_pad: bool = False,
+                allow_smaller_final_batch: bool = False, shared_name: Optional[str] = None,
+                name: Optional[str] = None) -> Batches:
+    """:func:`batch`, keeping only the elements ``keep_input`` selects.
+
+    Args:
+      tensors, batch_size, num_threads, capacity, dynamic_pad: as for :func:`batch`.
+      keep_input: a bool (False drops everything), with ``enqueue_many`` a 1-D bool mask over
+        each batch the producer returns, or a callable taking the element (the batch) and
+        returning such a bool (mask).
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      InvalidArgumentError: as for :func:`batch`, or ``keep_input`` is a vector without
+        ``enqueue_many``, or has more than one dimension.
+      TypeError: ``tensors`` is not callable.
+    """
+    del shared_name
+    threads = _positive_int(num_threads, "num_threads")
+    return _batching(_check_producers(tensors, "batch", join=False), threads,
+                     scope=_scope(name, "maybe_batch"), batch_size=batch_size,
+                     capacity=capacity,
+                     keep_input=keep_input, enqueue_many=enqueue_many, shapes=shapes,
+                     dynamic_pad=dynamic_pad,
+                     allow_smaller_final_batch=allow_smaller_final_batch)
+
+
+def batch_join(tensors_list: Sequence[Callable[[], Any]], batch_size: int, capacity: int = 32,
+               enqueue_many: bool = False, shapes: Any = None, dynamic_pad: bool = False,
+               allow_smaller_final_batch: bool = False, shared_name: Optional[str] = None,
+               name: Optional[str] = None) -> Batches:
+    """Batches the elements of several producers, one thread each, as ``tf.train.batch_join``.
+
+    Use it to read several files in parallel (a reader per producer) while mixing their
+    records into each batch. All producers must return elements of the same structure.
+
+    Args:
+      tensors_list: a non-empty list of producers.
+      batch_size, capacity, dynamic_pad: as for :func:`batch`.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      ValueError: ``tensors_list`` is empty.
+      TypeError: ``tensors_list`` is not a list, or holds something not callable.
+      InvalidArgumentError: as for :func:`batch`.
+    """
+    del shared_name
+    return maybe_batch_join(tensors_list, True, batch_size, capacity, enqueue_many, shapes,
+                            dynamic_pad, allow_smaller_final_batch,
+                            name=_scope(name, "batch_join"))
+
+
+def maybe_batch_join(tensors_list: Sequence[Callable[[], Any]], keep_input: Any,
+                     batch_size: int, capacity: int = 32, enqueue_many: bool = False,
+                     shapes: Any = None, dynamic_pad: bool = False,
+                     allow_smaller_final_batch: bool = False,
+                     shared_name: Optional[str] = None, name: Optional[str] = None) -> Batches:
+    """:func:`batch_join`, keeping only the elements ``keep_input`` selects.
+
+    Args:
+      tensors_list, batch_size, capacity, dynamic_pad: as for :func:`batch_join`.
+      keep_input: as for :func:`maybe_batch`.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      The errors of :func:`batch_join` and :func:`maybe_batch`.
+    """
+    del shared_name
+    return _batching(_check_producers(tensors_list, "batch_join", join=True), 1,
+                     scope=_scope(name, "maybe_batch_join"), batch_size=batch_size,
+                     capacity=capacity,
+                     keep_input=keep_input, enqueue_many=enqueue_many, shapes=shapes,
+                     dynamic_pad=dynamic_pad,
+                     allow_smaller_final_batch=allow_smaller_final_batch)
+
+
+def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
+                  min_after_dequeue: int, num_threads: int = 1, seed: Optional[int] = None,
+                  enqueue_many: bool = False, shapes: Any = None,
+                  allow_smaller_final_batch: bool = False, shared_name: Optional[str] = None,
+                  name: Optional[str] = None) -> Batches:
+    """Batches a producer's elements in random order, as ``tf.train.shuffle_batch``.
+
+    ``num_threads`` threads call ``tensors`` and enqueue on a RandomShuffleQueue; each batch is
+    drawn at random from it while it holds more than ``min_after_dequeue`` elements (all of
+    them once the input ends, so nothing is stranded). A larger ``min_after_dequeue`` mixes
+    better and takes longer to fill; TF1 code used ``capacity = min_after_dequeue +
+    3 * batch_size``. With ``seed`` and one thread the batches repeat exactly.
+
+    Args:
+      tensors: the producer, as for :func:`batch`.
+      batch_size: the number of elements per batch.
+      capacity: the most elements the queue holds; more than ``min_after_dequeue``.
+      min_after_dequeue: elements kept in the queue while it is open, to draw from.
+      num_threads: threads calling the producer.
+      seed: seeds the queue's generator.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      InvalidArgumentError: ``batch_size``, ``num_threads`` or ``capacity`` is not a positive
+        integer, ``min_after_dequeue`` is negative or not less than ``capacity``, or
+        ``shapes`` is malformed.
+      TypeError: ``tensors`` is not callable.
+    """
+    del shared_name
+    return maybe_shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, True,
+                               num_threads, seed, enqueue_many, shapes,
+                               allow_smaller_final_batch,
+                               name=_scope(name, "shuffle_batch"))
+
+
+def maybe_shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
+                        min_after_dequeue: int, keep_input: Any, num_threads: int = 1,
+                        seed: Optional[int] = None, enqueue_many: bool = False,
+                        shapes: Any = None, allow_smaller_final_batch: bool = False,
+                        shared_name: Optional[str] = None,
+                        name: Optional[str] = None) -> Batches:
+    """:func:`shuffle_batch`, keeping only the elements ``keep_input`` selects.
+
+    Args:
+      tensors, batch_size, capacity, min_after_dequeue, num_threads, seed: as for
+        :func:`shuffle_batch`.
+      keep_input: as for :func:`maybe_batch`.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      The errors of :func:`shuffle_batch` and :func:`maybe_batch`.
+    """
+    del shared_name
+    threads = _positive_int(num_threads, "num_threads")
+    return _batching(_check_producers(tensors, "shuffle_batch", join=False), threads,
+                     scope=_scope(name, "maybe_shuffle_batch"), batch_size=batch_size,
+                     capacity=capacity,
+                     min_after_dequeue=min_after_dequeue, keep_input=keep_input, seed=seed,
+                     enqueue_many=enqueue_many, shapes=shapes,
+                     allow_smaller_final_batch=allow_smaller_final_batch)
+
+
+def shuffle_batch_join(tensors_list: Sequence[Callable[[], Any]], batch_size: int,
+                       capacity: int, min_after_dequeue: int, seed: Optional[int] = None,
+                       enqueue_many: bool = False, shapes: Any = None,
+                       allow_smaller_final_batch: bool = False,
+                       shared_name: Optional[str] = None,
+                       name: Optional[str] = None) -> Batches:
+    """Shuffles the elements of several producers, one thread each, into batches, as
+    ``tf.train.shuffle_batch_join``.
+
+    The usual way to read sharded files in parallel: one reader (and producer) per thread, all
+    feeding one RandomShuffleQueue.
+
+    Args:
+      tensors_list: a non-empty list of producers.
+      batch_size, capacity, min_after_dequeue, seed: as for :func:`shuffle_batch`.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      The errors of :func:`shuffle_batch` and :func:`batch_join`.
+    """
+    del shared_name
+    return maybe_shuffle_batch_join(tensors_list, batch_size, capacity, min_after_dequeue, True,
+                                    seed, enqueue_many, shapes, allow_smaller_final_batch,
+                                    name=_scope(name, "shuffle_batch_join"))
+
+
+def maybe_shuffle_batch_join(tensors_list: Sequence[Callable[[], Any]], batch_size: int,
+                             capacity: int, min_after_dequeue: int, keep_input: Any,
+                             seed: Optional[int] = None, enqueue_many: bool = False,
+                             shapes: Any = None, allow_smaller_final_batch: bool = False,
+                             shared_name: Optional[str] = None,
+                             name: Optional[str] = None) -> Batches:
+    """:func:`shuffle_batch_join`, keeping only the elements ``keep_input`` selects.
+
+    Args:
+      tensors_list, batch_size, capacity, min_after_dequeue, seed: as for
+        :func:`shuffle_batch_join`.
+      keep_input: as for :func:`maybe_batch`.
+    """ + _COMMON_ARGS + """
+
+    Returns:
+      A :class:`Batches`.
+
+    Raises:
+      The errors of :func:`shuffle_batch_join` and :func:`maybe_batch`.
+    """
+    del shared_name
+    return _batching(_check_producers(tensors_list, "shuffle_batch_join", join=True), 1,
+                     scope=_scope(name, "maybe_shuffle_batch_join"), batch_size=batch_size,
+                     capacity=capacity, min_after_dequeue=min_after_dequeue,
+                     keep_input=keep_input, seed=seed, enqueue_many=enqueue_many,
+                     shapes=shapes, allow_smaller_final_batch=allow_smaller_final_batch)
+
+
+# -- one-line pipelines ---------------------------------------------------------------------
+
+
+class _ReadParse:
+    """The producer of :func:`read_batch_features`: a chunk of records, parsed as one batch."""
+
+    def __init__(self, reader: Any, filenames: Any, read_batch_size: int,
+                 parse: Callable[[np.ndarray, np.ndarray], Any]) -> None:
+        self._reader = reader
+        self._filenames = filenames
+        self._read_batch_size = read_batch_size
+        self._parse = parse
+
+    def __call__(self) -> Any:
+        keys, values = self._reader.read_up_to(self._filenames, self._read_batch_size)
+        return self._parse(values, keys)
+
+
+def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[str, Any],
+                        reader: Callable[[], Any] = TFRecordReader,
+                        randomize_input: bool = True, num_epochs: Optional[int] = None,
+                        queue_capacity: int = 10000, reader_num_threads: int = 1,
+                        num_enqueue_threads: int = 2,
+                        parse_fn: Optional[Callable[[np.ndarray], Any]] = None,
+                        seed: Optional[int] = None,
+                        allow_smaller_final_batch: Optional[bool] = None,
+                        read_batch_size: Optional[int] = None,
+                        name: Optional[str] = None) -> Batches:
+    """Batches of parsed features from record files, in one call (``tf.contrib.learn``'s).
+
+    The whole pipeline, built from the bulk paths so that no Python runs per record:
+    ``string_input_producer`` over the matching files (reshuffled each epoch when
+    ``randomize_input``), then ``num_enqueue_threads`` threads that each take a chunk of up to
+    ``read_batch_size`` records from one file with ``reader.read_up_to``, parse the chunk with
+    one ``parse_example`` call and ``enqueue_many`` the parsed rows on a RandomShuffleQueue
+    (a FIFOQueue without ``randomize_input``), whose fixed-shape columns are preallocated.
+    The consumer dequeues ``batch_size`` rows at a time.
+
+    Usage::
+
+        features = {"image": qp.io.FixedLenFeature([], qp.string),
+                    "label": qp.io.FixedLenFeature([], qp.int64)}
+        batches = qp.train.read_batch_features("data/train-*.tfrecord", 128, features,
+                                               num_epochs=5, seed=0)
+        for batch in batches:        # {"image": (128,) bytes, "label": (128,) int64}
+            ...
+
+    Args:
+      file_pattern: a glob pattern, a list of patterns or paths (globbed now: files that
+        appear later are not read).
+      batch_size: the number of records per batch.
+      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (dense features
+        only: each record becomes one row of every queue column).
+      reader: a zero-argument callable making a reader (a reader class, or a
+        ``functools.partial`` of one with its options).
+      randomize_input: shuffle the file order each epoch and the records through a
+        RandomShuffleQueue; False keeps each file's record order (files in sorted order,
+        chunks interleaved across threads).
+      num_epochs: read every file this many times, then end; None reads forever.
+      queue_capacity: the queue's capacity; while it is open, a dequeue leaves half of it
+        behind to draw from (the shuffle buffer).
+      reader_num_threads: readers, each reading its own file (threads are spread over them).
+      num_enqueue_threads: threads that read, parse and enqueue.
+      parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
+        serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
+        record, e.g. with images already decoded by ``decode_raw``.
+      seed: seeds the file shuffle and the queue.
+      allow_smaller_final_batch: deliver the last, smaller batch; by default True when
+        ``num_epochs`` is set (nothing is lost) and False otherwise.
+      read_batch_size: records per ``read_up_to`` chunk; by default ``max(batch_size, 1024)``.
+      name: the scope of the queues' names; by default ``read_batch_features``, made unique.
+
+    Returns:
+      A :class:`Batches` of dicts (the structure ``parse_fn`` returns, if given).
+
+    Raises:
+      NotFoundError: no file matches ``file_pattern``.
+      InvalidArgumentError: a size or count is not a positive integer, or a feature is not a
+        FixedLenFeature and no ``parse_fn`` is given.
+      Exception: (from the batches, chained) a damaged file's ``DataLossError``, a record's
+        parse ``InvalidArgumentError`` naming its key ``b"<file>:<offset>"``.
+    """
+    batch_size = _positive_int(batch_size, "batch_size")
+    queue_capacity = _positive_int(queue_capacity, "queue_capacity")
+    reader_num_threads = _positive_int(reader_num_threads, "reader_num_threads")
+    num_enqueue_threads = _positive_int(num_enqueue_threads, "num_enqueue_threads")
+    read_batch_size = _positive_int(max(batch_size, 1024) if read_batch_size is None
+                                    else read_batch_size, "read_batch_size")
+    if parse_fn is None:
+        for key, spec in features.items():
+            if not isinstance(spec, FixedLenFeature):
+                raise InvalidArgumentError(
+                    f"read_batch_features queues dense rows: feature {key!r} is a "
+                    f"{type(spec).__name__}; use a FixedLenFeature, or a parse_fn that turns it "
+                    f"into fixed-shape arrays")
+
+        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
+            return parse_example(serialized, features, example_names=keys)
+    else:
+        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
+            return parse_fn(serialized)
+    files = match_filenames_once(file_pattern)()
+    if not len(files):
+        raise NotFoundError(f"read_batch_features: no file matches {file_pattern!r}")
+    if allow_smaller_final_batch is None:
+        allow_smaller_final_batch = num_epochs is not None
+    scope = _scope(name, "read_batch_features")
+    filenames = string_input_producer(files, num_epochs=num_epochs, shuffle=randomize_input,
+                                      seed=seed, name=f"{scope}/file_name_queue")
+    readers = [reader() for _ in range(reader_num_threads)]
+    producers = [_ReadParse(readers[i % reader_num_threads], filenames, read_batch_size, parse)
+                 for i in range(num_enqueue_threads)]
+    return _batching(producers, 1, scope=scope, batch_size=batch_size, capacity=queue_capacity,
+                     min_after_dequeue=queue_capacity // 2 if randomize_input else None,
+                     seed=seed, enqueue_many=True,
+                     allow_smaller_final_batch=allow_smaller_final_batch)
+
+
+# -- running a pipeline ---------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def running(pipeline: Optional[Pipeline] = None,
+            coord: Optional[Coordinator] = None) -> Iterator[Coordinator]:
+    """Runs a pipeline's QueueRunners for the duration of a ``with`` block.
+
+    On entry it starts every runner of ``pipeline`` under ``coord``; on exit, however the block
+    ends (normally, by an exception, by Ctrl-C), it requests stop, closes every queue of the
+    pipeline cancelling pending enqueues, so that no thread stays blocked, and joins every
+    thread.
+
+    Usage::
+
+        with qp.running() as coord:
+            for images, labels in batches:
+                train_step(images, labels)
+
+    Args:
+      pipeline: the pipeline to run; the default pipeline if None.
+      coord: the Coordinator to use; a new one if None.
+
+    Yields:
+      The Coordinator.
+
+    Raises:
+      Exception: on a normal exit, a runner's exception (the first one), re-raised by
+        ``coord.join``. When the block itself raised, that exception propagates and a runner's
+        exception is only logged.
+      RuntimeError: a thread did not stop within ``STOP_GRACE_PERIOD_SECS``.
+    """
+    pipeline = pipeline if pipeline is not None else get_default_pipeline()
+    coord = coord if coord is not None else Coordinator()
+    threads = start_queue_runners(coord, pipeline=pipeline)
+    try:
+        yield coord
+    except BaseException:
+        try:
+            _stop_pipeline(pipeline, coord, threads)
+        except Exception:  # noqa: BLE001 - never hide the exception of the with-body
+            _log.warning("Error while stopping the pipeline after an exception", exc_info=True)
+        raise
+    _stop_pipeline(pipeline, coord, threads)
+
+
+def _stop_pipeline(pipeline: Pipeline, coord: Coordinator,
+                   threads: List[threading.Thread]) -> None:
+    """Request stop, unblock every queue, join (re-raising a runner's exception)."""
+    coord.request_stop()
+    for queue in pipeline.queues:
+        queue.close(cancel_pending_enqueues=True)
+    coord.join(threads, stop_grace_period_secs=STOP_GRACE_PERIOD_SECS)
