@@ -64,6 +64,11 @@ __all__ = [
 # A dequeue blocked this long on a queue whose QueueRunners were never started warns once.
 STARVATION_WARNING_SECS = 5.0
 
+# The main thread never waits longer than this at once, so that a KeyboardInterrupt delivered
+# from another thread (``_thread.interrupt_main()``, ``signal.raise_signal`` in a worker) is
+# raised within this time, not when the wait ends (which may be never).
+_MAIN_THREAD_WAIT_SLICE_SECS = 0.1
+
 # Source dtype kinds that may be converted to each numeric target kind without losing meaning.
 _CASTABLE_KINDS = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
 
@@ -259,7 +264,7 @@ class QueueBase:
     def size(self) -> int:
         """The number of elements in the queue now."""
         with self._lock:
-            return self._size() if self._columns is not None else 0
+            return self._size()
 
     def is_closed(self) -> bool:
         """True once :meth:`close` or :meth:`abort` was called."""
@@ -278,7 +283,7 @@ class QueueBase:
             return {
                 "enqueued": self._enqueued,
                 "dequeued": self._dequeued,
-                "size": self._size() if self._columns is not None else 0,
+                "size": self._size(),
                 "capacity": self._capacity,
                 "consumer_wait_secs": self._consumer_wait,
                 "producer_wait_secs": self._producer_wait,
@@ -364,10 +369,13 @@ class QueueBase:
     def _bind(self, components: List[Any]) -> None:
         """Fixes the dtypes from the first element of a queue built with ``dtypes=None``."""
         with self._lock:
-            if self._dtypes is not None:
-                return
-            self._dtypes = [_infer_dtype(value) for value in components]
-            self._allocate()
+            if self._dtypes is None:
+                self._dtypes = [_infer_dtype(value) for value in components]
+                self._allocate()
+            elif len(components) != len(self._dtypes):  # another thread bound it first
+                raise InvalidArgumentError(
+                    f"Queue '{self._name}' has {len(self._dtypes)} components, got "
+                    f"{len(components)} values")
 
     def _allocate(self, rows: Optional[int] = None) -> None:
         """Creates one column per component: ``(rows, *shape)`` when the shape is fully
@@ -563,6 +571,13 @@ class QueueBase:
               started: float) -> None:
         """Waits once on ``condition`` (lock held) and accounts for the time.
 
+        The blocking calls hold ``self._lock`` through ``with self._lock:``, never through
+        ``with condition:``: ``Condition.__enter__`` is Python code, and a KeyboardInterrupt
+        raised in it just after it acquired the lock would leave the lock held forever (and
+        every other thread of the pipeline blocked). The main thread waits in slices of
+        ``_MAIN_THREAD_WAIT_SLICE_SECS``, so Ctrl-C reaches it promptly; the callers' loops
+        re-check their condition after every wake-up.
+
         Raises:
           DeadlineExceededError: ``deadline`` has passed.
         """
@@ -572,8 +587,8 @@ class QueueBase:
             remaining = deadline - now
             if remaining <= 0:
                 raise DeadlineExceededError(
-                    f"Queue '{self._name}': {op} timed out after {deadline - started:.3g} s "
-                    f"(size {self._size() if self._columns is not None else 0}, capacity "
+                    f"Queue '{self._name}': {op} timed out after {deadline - started:g} s "
+                    f"(size {self._size()}, capacity "
                     f"{self._capacity})")
         consumer = condition is self._not_empty
         if consumer and self._runners_added and not self._runners_started \
@@ -588,6 +603,9 @@ class QueueBase:
                     RuntimeWarning, stacklevel=3)
                 return
             remaining = until_warning if remaining is None else min(remaining, until_warning)
+        if threading.current_thread() is threading.main_thread():
+            remaining = (_MAIN_THREAD_WAIT_SLICE_SECS if remaining is None
+                         else min(remaining, _MAIN_THREAD_WAIT_SLICE_SECS))
         condition.wait(remaining)
         waited = time.monotonic() - now
         if consumer:
@@ -596,8 +614,10 @@ class QueueBase:
             self._producer_wait += waited
 
     @staticmethod
-    def _deadline(timeout: Optional[float]) -> Optional[float]:
-        return None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+    def _deadline(timeout: Optional[float]) -> Tuple[float, Optional[float]]:
+        """The time a blocking call starts, and its deadline (``None``: wait forever)."""
+        started = time.monotonic()
+        return started, None if timeout is None else started + max(0.0, float(timeout))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -624,10 +644,9 @@ class QueueBase:
           InvalidArgumentError: a component has the wrong dtype, shape, name or count.
         """
         values = self._element(vals)
-        deadline = self._deadline(timeout)
-        with self._not_full:
+        with self._lock:  # the C lock itself: see _wait
             self._check_open()
-            started = time.monotonic()
+            started, deadline = self._deadline(timeout)
             while self._room() <= 0:
                 if self._cancelled:
                     raise CancelledError(f"Queue '{self._name}' is closed.")
@@ -659,10 +678,9 @@ class QueueBase:
             disagree on the batch size.
         """
         batch, n = self._batch(vals)
-        deadline = self._deadline(timeout)
-        with self._not_full:
+        with self._lock:  # the C lock itself: see _wait
             self._check_open()
-            started = time.monotonic()
+            started, deadline = self._deadline(timeout)
             done = 0
             while done < n:
                 room = self._room()
@@ -686,7 +704,7 @@ class QueueBase:
 
     def _insufficient(self, requested: int) -> Exception:
         """The error a dequeue raises on a closed queue that cannot satisfy it."""
-        size = self._size() if self._columns is not None else 0
+        size = self._size()
         error = OutOfRangeError(
             f"Queue '{self._name}' is closed and has insufficient elements "
             f"(requested {requested}, current size {size})")
@@ -715,11 +733,10 @@ class QueueBase:
           Exception: a copy of the exception given to :meth:`abort` (chained to it), in
             place of ``OutOfRangeError``.
         """
-        deadline = self._deadline(timeout)
-        with self._not_empty:
-            started = time.monotonic()
+        with self._lock:  # the C lock itself: see _wait
+            started, deadline = self._deadline(timeout)
             while True:
-                size = self._size() if self._columns is not None else 0
+                size = self._size()
                 if size > (0 if self._closed else self._min_after()):
                     break
                 if self._closed:
@@ -781,16 +798,15 @@ class QueueBase:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise InvalidArgumentError(f"{op}: n must be a positive int, got {n!r}")
         n = int(n)
-        deadline = self._deadline(timeout)
         # If n (plus what must stay behind) never fits at once, take elements as they come.
         piecemeal = n + self._min_after() > self._capacity
         chunks: List[List[np.ndarray]] = []
         got = 0
-        with self._not_empty:
-            started = time.monotonic()
+        with self._lock:  # the C lock itself: see _wait
+            started, deadline = self._deadline(timeout)
             try:
                 while got < n:
-                    size = self._size() if self._columns is not None else 0
+                    size = self._size()
                     available = size - (0 if self._closed else self._min_after())
                     if available >= n - got or (piecemeal and not self._closed
                                                 and available > 0):
