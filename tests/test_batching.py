@@ -1,0 +1,557 @@
+"""Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
+
+import os
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+from queuepipe.batching import (
+    Batches, batch, batch_join, maybe_batch, maybe_batch_join, maybe_shuffle_batch,
+    maybe_shuffle_batch_join, read_batch_features, running, shuffle_batch, shuffle_batch_join,
+)
+from queuepipe.errors import (
+    DeadlineExceededError, InvalidArgumentError, NotFoundError, OutOfRangeError,
+)
+from queuepipe.parsing import FixedLenFeature, VarLenFeature, decode_raw, parse_example, \
+    parse_single_example
+from queuepipe.producers import limit_epochs, slice_input_producer, string_input_producer
+from queuepipe.protos import make_example
+from queuepipe.readers import TFRecordReader
+from queuepipe.runner import Pipeline
+from queuepipe.shards import write_shards
+
+FEATURES = {"id": FixedLenFeature([], qp.int64), "name": FixedLenFeature([], qp.string),
+            "pixels": FixedLenFeature([], qp.string)}
+
+
+@pytest.fixture(autouse=True)
+def pipeline():
+    """Every test builds its pipeline in a fresh default Pipeline."""
+    with Pipeline().as_default() as scoped:
+        yield scoped
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """5 shards holding 60 Examples: id 0..59, name b"r<id>", 4 pixel bytes of the id."""
+    out = tmp_path_factory.mktemp("shards")
+    records = [make_example({"id": i, "name": f"r{i}".encode(),
+                             "pixels": bytes([i % 256] * 4)}).SerializeToString()
+               for i in range(60)]
+    return write_shards(records, out, 5, processes=1, progress=False, index=False)
+
+
+def reading_producer(filenames):
+    """A producer reading one record per call with its own reader: ``(id, name)``."""
+    reader = TFRecordReader()
+
+    def produce():
+        _, serialized = reader.read(filenames)
+        parsed = parse_single_example(serialized, FEATURES)
+        return parsed["id"], parsed["name"]
+
+    return produce
+
+
+def ids_of(batches):
+    """Every id delivered, and the batch sizes, draining ``batches``."""
+    ids, sizes = [], []
+    for ids_batch, names in batches:
+        assert names.dtype == object and all(n == b"r%d" % i for i, n in zip(ids_batch, names))
+        ids.extend(int(i) for i in ids_batch)
+        sizes.append(len(ids_batch))
+    return ids, sizes
+
+
+def rows(n, num_epochs=1, seed=None, shuffle=False):
+    """A producer of ``(i, 10 * i)`` for i in 0..n-1, each epoch, in order unless shuffled."""
+    return slice_input_producer([np.arange(n), 10 * np.arange(n)], num_epochs=num_epochs,
+                                shuffle=shuffle, seed=seed)
+
+
+def from_items(items):
+    """A producer returning each of ``items`` once (thread-safe), then ending the input."""
+    items = iter(items)
+    lock = threading.Lock()
+
+    def produce():
+        with lock:
+            item = next(items, None)
+        if item is None:
+            raise OutOfRangeError("no more items")
+        return item
+
+    return produce
+
+
+def first(batches):
+    """The first batch; then the batches are closed."""
+    with batches:
+        return next(batches)
+
+
+def full_then_smaller(sizes, batch_size, total):
+    return sizes == [batch_size] * (total // batch_size) + ([total % batch_size]
+                                                           if total % batch_size else [])
+
+
+# -- exactly once ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_every_record_of_every_epoch_arrives_once(shards, threads, shuffle):
+    filenames = string_input_producer(shards, num_epochs=3, seed=1)
+    if shuffle:
+        batches = shuffle_batch(reading_producer(filenames), 7, capacity=40,
+                                min_after_dequeue=10, num_threads=threads, seed=2,
+                                allow_smaller_final_batch=True)
+    else:
+        batches = batch(reading_producer(filenames), 7, num_threads=threads, capacity=16,
+                        allow_smaller_final_batch=True)
+    ids, sizes = ids_of(batches)
+    assert Counter(ids) == Counter(list(range(60)) * 3)
+    assert full_then_smaller(sizes, 7, 180)
+
+
+@pytest.mark.parametrize("producers", [1, 2, 4])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_join_reads_with_one_reader_per_thread_and_loses_nothing(shards, producers, shuffle):
+    filenames = string_input_producer(shards, num_epochs=2, seed=3)
+    tensors_list = [reading_producer(filenames) for _ in range(producers)]
+    if shuffle:
+        batches = shuffle_batch_join(tensors_list, 8, capacity=30, min_after_dequeue=12,
+                                     seed=4, allow_smaller_final_batch=True)
+    else:
+        batches = batch_join(tensors_list, 8, allow_smaller_final_batch=True)
+    ids, sizes = ids_of(batches)
+    assert Counter(ids) == Counter(list(range(60)) * 2)
+    assert full_then_smaller(sizes, 8, 120)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("randomize", [False, True])
+def test_read_batch_features_delivers_every_record_once(shards, threads, randomize):
+    batches = read_batch_features(shards, 16, FEATURES, randomize_input=randomize,
+                                  num_epochs=3, queue_capacity=64, reader_num_threads=2,
+                                  num_enqueue_threads=threads, read_batch_size=5, seed=5)
+    ids, sizes = [], []
+    for parsed in batches:
+        assert sorted(parsed) == ["id", "name", "pixels"]
+        assert all(n == b"r%d" % i for i, n in zip(parsed["id"], parsed["name"]))
+        ids.extend(parsed["id"].tolist())
+        sizes.append(len(parsed["id"]))
+    assert Counter(ids) == Counter(list(range(60)) * 3)
+    assert full_then_smaller(sizes, 16, 180)
+
+
+def test_read_batch_features_with_a_parse_fn_that_decodes(shards):
+    def parse(serialized):
+        parsed = parse_example(serialized, FEATURES)
+        return {"id": parsed["id"], "pixels": decode_raw(parsed["pixels"], qp.uint8)}
+
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    batches = read_batch_features(pattern, 32, FEATURES, num_epochs=1, parse_fn=parse, seed=0)
+    got = list(batches)
+    assert batches.queue.shapes == [(), (4,)]  # fixed shapes: the preallocated fast path
+    ids = np.concatenate([b["id"] for b in got])
+    pixels = np.concatenate([b["pixels"] for b in got])
+    assert Counter(ids.tolist()) == Counter(range(60))
+    assert pixels.dtype == np.uint8
+    np.testing.assert_array_equal(pixels, np.repeat((ids % 256)[:, None], 4, axis=1))
+
+
+def test_read_batch_features_rejects_a_missing_pattern_and_sparse_features(tmp_path):
+    with pytest.raises(NotFoundError, match=r"^read_batch_features: no file matches '.*nope"):
+        read_batch_features(str(tmp_path / "nope-*.tfrecord"), 4, FEATURES)
+    with pytest.raises(InvalidArgumentError, match=r"^read_batch_features queues dense rows: "
+                                                   r"feature 'tags' is a VarLenFeature"):
+        read_batch_features(str(tmp_path / "*"), 4, {"tags": VarLenFeature(qp.int64)})
+
+
+def test_read_batch_features_endless_by_default(shards):
+    batches = read_batch_features(shards, 50, FEATURES, randomize_input=False,
+                                  queue_capacity=100)
+    with batches:
+        ids = [i for _ in range(4) for i in batches.dequeue()["id"].tolist()]
+    assert len(ids) == 200 and set(ids) == set(range(60))  # past the first epochs: endless
+
+
+# -- final batch ----------------------------------------------------------------------------
+
+
+def test_allow_smaller_final_batch_delivers_the_remainder():
+    got = list(batch(rows(23), 5, allow_smaller_final_batch=True))
+    assert [len(ids) for ids, _ in got] == [5, 5, 5, 5, 3]
+    assert np.concatenate([ids for ids, _ in got]).tolist() == list(range(23))
+
+
+def test_without_allow_smaller_final_batch_the_remainder_is_dropped():
+    batches = batch(rows(23), 5)
+    got = list(batches)
+    assert [len(ids) for ids, _ in got] == [5, 5, 5, 5]
+    assert np.concatenate([ids for ids, _ in got]).tolist() == list(range(20))
+    with pytest.raises(OutOfRangeError, match=r"is closed and has insufficient elements "
+                                              r"\(requested 5, current size 3\)"):
+        batches.dequeue()
+
+
+def test_dequeue_raises_out_of_range_at_the_end_and_iteration_stops():
+    batches = batch(rows(4), 2)
+    assert [ids.tolist() for ids, _ in (batches.dequeue(), batches.dequeue())] == [[0, 1],
+                                                                                  [2, 3]]
+    with pytest.raises(OutOfRangeError):
+        batches.dequeue()
+    assert list(batches) == []
+
+
+def test_an_empty_input_gives_no_batch():
+    def exhausted():
+        raise OutOfRangeError("nothing at all")
+
+    assert list(shuffle_batch(exhausted, 3, capacity=10, min_after_dequeue=2)) == []
+
+
+# -- structures -----------------------------------------------------------------------------
+
+
+def test_batches_keep_the_structure_of_the_element():
+    assert isinstance(first(batch(limit_epochs((1, 2.5), 4), 2)), tuple)
+    listed = first(batch(limit_epochs([np.int32(1), b"x"], 4), 2))
+    assert isinstance(listed, list) and listed[0].dtype == np.int32
+    assert listed[1].dtype == object and listed[1].tolist() == [b"x", b"x"]
+    single = first(batch(limit_epochs((7,), 4), 2))
+    assert isinstance(single, tuple) and single[0].tolist() == [7, 7]
+    bare = first(batch(limit_epochs(np.arange(3.0), 4), 2))
+    assert isinstance(bare, np.ndarray) and bare.shape == (2, 3)
+
+
+def test_dict_elements_give_dict_batches():
+    produce = from_items([{"label": i, "image": np.full((2, 2), i, np.uint8), "key": b"k%d" % i}
+                          for i in range(10)])
+    got = list(shuffle_batch(produce, 4, capacity=8, min_after_dequeue=2, seed=0,
+                             allow_smaller_final_batch=True))
+    assert all(sorted(b) == ["image", "key", "label"] for b in got)
+    labels = np.concatenate([b["label"] for b in got])
+    assert Counter(labels.tolist()) == Counter(range(10))
+    for b in got:
+        assert b["image"].shape[1:] == (2, 2) and b["image"].dtype == np.uint8
+        assert (b["image"][:, 0, 0] == b["label"]).all()
+        assert b["key"].tolist() == [b"k%d" % i for i in b["label"]]
+
+
+def test_enqueue_many_takes_batches_of_elements():
+    chunk = (np.arange(10), np.array([b"s%d" % i for i in range(10)], dtype=object))
+    batches = shuffle_batch(limit_epochs(chunk, 3), 4, capacity=16, min_after_dequeue=4,
+                            num_threads=2, enqueue_many=True, seed=1,
+                            allow_smaller_final_batch=True)
+    got = list(batches)
+    ids = np.concatenate([ids for ids, _ in got]).tolist()
+    assert Counter(ids) == Counter(list(range(10)) * 3)
+    assert all(names.tolist() == [b"s%d" % i for i in ids] for ids, names in got)
+    assert batches.queue.shapes == [(), ()]
+
+
+def test_shapes_argument_declares_the_component_shapes():
+    batches = batch(limit_epochs(([1, 2], 3.0), 2), 2, shapes=[[2], []])
+    pairs, scalars = first(batches)
+    assert pairs.tolist() == [[1, 2], [1, 2]] and scalars.tolist() == [3.0, 3.0]
+    assert batches.queue.shapes == [(2,), ()]
+
+
+def test_shapes_with_the_wrong_number_of_entries_is_reported_to_the_consumer():
+    batches = batch(limit_epochs((1, 2), 2), 2, shapes=[[], [], []], name="bad_shapes")
+    with pytest.raises(InvalidArgumentError, match=r"^batch queue 'bad_shapes/fifo_queue': shapes "
+                                                   r"has 3 entries but the elements have 2"):
+        batches.dequeue()
+
+
+def test_a_shape_mismatch_names_the_component():
+    lengths = iter([3, 3, 4])
+    batches = batch(lambda: (np.zeros(next(lengths)), 1), 2, name="mixed")
+    assert next(batches)[0].shape == (2, 3)
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^Queue 'mixed/fifo_queue' component 0: expected shape \[3\], "
+                             r"got shape \[4\]$") as excinfo:
+        next(batches)
+    assert isinstance(excinfo.value.__cause__, InvalidArgumentError)
+
+
+def test_dynamic_pad_pads_every_free_dimension_per_batch():
+    sequences = [np.arange(1, n + 1) for n in (2, 4, 1, 3)]
+    words = [[b"a"], [b"bb", b"c"], [b"d", b"e", b"f"], []]
+    got = list(batch(from_items([(seq, np.array(ws, dtype=object), i) for i, (seq, ws)
+                                 in enumerate(zip(sequences, words))]), 2, dynamic_pad=True))
+    (s1, w1, i1), (s2, w2, i2) = got
+    assert s1.tolist() == [[1, 2, 0, 0], [1, 2, 3, 4]] and i1.tolist() == [0, 1]
+    assert w1.tolist() == [[b"a", b""], [b"bb", b"c"]]
+    assert s2.tolist() == [[1, 0, 0], [1, 2, 3]] and i2.tolist() == [2, 3]
+    assert w2.tolist() == [[b"d", b"e", b"f"], [b"", b"", b""]]
+
+
+def test_dynamic_pad_with_shapes_pads_only_the_free_dimensions():
+    batches = batch(from_items([np.ones((n, 2)) for n in (1, 3, 2)]), 3, dynamic_pad=True,
+                    shapes=[None, 2])
+    padded = next(batches)
+    assert padded.shape == (3, 3, 2)
+    assert padded.sum(axis=(1, 2)).tolist() == [2.0, 6.0, 4.0]
+    batches.close()
+
+
+# -- keep_input ----------------------------------------------------------------------------
+
+
+def test_keep_input_false_keeps_nothing_and_true_everything():
+    assert list(maybe_batch(rows(10), False, 2, allow_smaller_final_batch=True)) == []
+    kept = list(maybe_shuffle_batch(rows(10), 4, 8, 2, True, seed=0,
+                                    allow_smaller_final_batch=True))
+    assert Counter(np.concatenate([ids for ids, _ in kept]).tolist()) == Counter(range(10))
+
+
+def test_keep_input_callable_filters_elements():
+    got = list(maybe_batch(rows(20), lambda element: element[0] % 3 == 0, 3,
+                           allow_smaller_final_batch=True))
+    assert np.concatenate([ids for ids, _ in got]).tolist() == [0, 3, 6, 9, 12, 15, 18]
+
+
+def test_keep_input_mask_with_enqueue_many():
+    chunk = (np.arange(6), np.array([b"a", b"b", b"c", b"d", b"e", b"f"], dtype=object))
+    mask = np.array([True, False, True, False, False, True])
+    got = list(maybe_batch_join([limit_epochs(chunk, 2)], mask, 3, enqueue_many=True))
+    assert [(ids.tolist(), names.tolist()) for ids, names in got] == [
+        ([0, 2, 5], [b"a", b"c", b"f"])] * 2
+    by_callable = maybe_shuffle_batch_join(
+        [limit_epochs(chunk, 1)], 2, 5, 1, lambda b: b[0] >= 4, enqueue_many=True, seed=0)
+    assert sorted(next(by_callable)[0].tolist()) == [4, 5]
+    by_callable.close()
+
+
+def test_keep_input_is_checked_as_tf_does():
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^`keep_input` cannot be a vector when `enqueue_many=False`\.$"):
+        maybe_batch(rows(4), [True, False], 2)
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^`keep_input` must be 0 or 1 dimensions, got shape \(1, 1\)\.$"):
+        maybe_batch(rows(4), [[True]], 2, enqueue_many=True)
+    with pytest.raises(InvalidArgumentError, match=r"^`keep_input` must be a bool or bools, "
+                                                   r"got 'yes'$"):
+        maybe_batch(rows(4), "yes", 2)
+
+
+def test_a_mask_of_the_wrong_length_reaches_the_consumer():
+    batches = maybe_batch(limit_epochs((np.arange(4),), 1), [True, False], 2,
+                          enqueue_many=True)
+    with pytest.raises(InvalidArgumentError, match=r"^`keep_input` has 2 entries but the "
+                                                   r"batch has \[4\] elements$"):
+        next(batches)
+
+
+# -- reproducibility -----------------------------------------------------------------------
+
+
+def test_a_seeded_single_thread_pipeline_repeats_exactly():
+    def run():
+        with Pipeline().as_default():
+            # capacity = min_after_dequeue + batch_size: every draw sees the same pool
+            return [ids.tolist() for ids, _ in
+                    shuffle_batch(rows(50, num_epochs=2, seed=7, shuffle=True), 6, capacity=16,
+                                  min_after_dequeue=10, seed=8,
+                                  allow_smaller_final_batch=True)]
+
+    first, second = run(), run()
+    assert first == second
+    assert Counter(sum(first, [])) == Counter(list(range(50)) * 2)
+    assert sum(first, []) != sorted(sum(first, []))
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class Boom(Exception):
+    """A producer's own exception type."""
+
+
+def test_a_failing_producer_surfaces_its_own_exception_chained():
+    numbers = iter(range(100))
+
+    def produce():
+        i = next(numbers)
+        if i == 7:
+            raise Boom(f"bad record {i}")
+        return (i,)
+
+    batches = batch(produce, 3)
+    got = [next(batches)[0].tolist(), next(batches)[0].tolist()]
+    assert got == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(Boom, match=r"^bad record 7$") as excinfo:
+        next(batches)
+    assert type(excinfo.value.__cause__) is Boom
+    assert batches.coord.requested_exception is excinfo.value.__cause__
+    batches.close()  # the consumer already has the error: closing does not raise it again
+
+
+def test_a_failing_reader_reaches_the_consumer_of_shuffle_batch(tmp_path):
+    (tmp_path / "junk.tfrecord").write_bytes(b"\x07" * 40)
+    filenames = string_input_producer([str(tmp_path / "junk.tfrecord")], num_epochs=1)
+    batches = shuffle_batch(reading_producer(filenames), 2, capacity=10, min_after_dequeue=1)
+    with pytest.raises(qp.DataLossError, match=r"junk\.tfrecord") as excinfo:
+        list(batches)
+    assert excinfo.value.path is not None
+
+
+# -- starting and stopping -----------------------------------------------------------------
+
+
+def test_batches_start_the_runners_they_need_and_own_them():
+    batches = batch(rows(6, num_epochs=None), 2)
+    assert batches.coord is None
+    assert batches.dequeue()[0].tolist() == [0, 1]
+    assert batches.coord is not None and not batches.coord.should_stop()
+    batches.close()
+    assert batches.coord.should_stop()
+
+
+def test_breaking_out_of_an_endless_loop_then_closing_stops_every_thread():
+    batches = shuffle_batch(rows(10, num_epochs=None), 4, capacity=12, min_after_dequeue=4,
+                            num_threads=4)
+    for i, _ in enumerate(batches):
+        if i == 3:
+            break
+    batches.close()
+    batches.close()  # idempotent
+
+
+def test_batches_as_a_context_manager_stop_on_an_exception():
+    with pytest.raises(KeyError):
+        with batch(rows(10, num_epochs=None), 3, num_threads=2) as batches:
+            next(batches)
+            raise KeyError("stop")
+    assert batches.coord.should_stop()
+
+
+def test_inside_running_batches_only_dequeue(pipeline):
+    batches = batch(rows(9, num_epochs=2), 4, allow_smaller_final_batch=True)
+    with running(pipeline) as coord:
+        got = [ids.tolist() for ids, _ in batches]
+        assert batches.coord is None
+    assert coord.should_stop()
+    assert sum(got, []) == list(range(9)) * 2
+
+
+def test_running_stops_everything_when_the_body_raises():
+    batches = shuffle_batch(rows(10, num_epochs=None), 2, capacity=6, min_after_dequeue=2,
+                            num_threads=3)
+    with pytest.raises(ZeroDivisionError):
+        with running() as coord:
+            next(batches)
+            1 / 0
+    assert coord.should_stop()
+
+
+def test_running_stops_on_keyboard_interrupt():
+    batches = batch(rows(10, num_epochs=None), 2, capacity=4)
+    with pytest.raises(KeyboardInterrupt):
+        with running():
+            next(batches)
+            raise KeyboardInterrupt
+    assert batches.queue.is_closed()
+
+
+def test_running_reraises_a_runner_exception_on_a_normal_exit():
+    def produce():
+        raise Boom("producer failed")
+
+    batch(produce, 2)
+    with pytest.raises(Boom, match=r"^producer failed$"):
+        with running() as coord:
+            assert coord.wait_for_stop(timeout=10)
+
+
+def test_running_never_hides_the_body_exception_behind_a_runner_exception():
+    def produce():
+        raise Boom("producer failed")
+
+    batches = batch(produce, 2)
+    with pytest.raises(Boom) as excinfo:
+        with running():
+            next(batches)
+    assert type(excinfo.value.__cause__) is Boom  # the consumer's chained copy, not join's
+
+
+def test_a_dequeue_timeout_before_the_first_element_loses_nothing():
+    release = threading.Event()
+
+    def produce():
+        assert release.wait(10)
+        return (1,)
+
+    batches = batch(produce, 2, name="slow")
+    with pytest.raises(DeadlineExceededError, match=r"^Queue 'slow/fifo_queue': dequeue_many "
+                                                    r"timed out after 0\.05 s"):
+        batches.dequeue(timeout=0.05)
+    release.set()
+    assert batches.dequeue(timeout=10)[0].tolist() == [1, 1]
+    batches.close()
+
+
+def test_a_blocked_consumer_waits_until_a_batch_is_complete():
+    gate = threading.Semaphore(0)
+    finished = threading.Event()
+
+    def produce():
+        assert gate.acquire(timeout=10)
+        if finished.is_set():
+            raise OutOfRangeError("done")
+        return 5
+
+    batches = batch(produce, 3)
+    result = []
+    consumer = threading.Thread(target=lambda: result.append(batches.dequeue()))
+    consumer.start()
+    gate.release()
+    gate.release()
+    consumer.join(0.1)
+    assert consumer.is_alive() and not result  # two of three elements: still waiting
+    gate.release()
+    consumer.join(10)
+    assert result[0].tolist() == [5, 5, 5]
+    finished.set()
+    gate.release()  # the runner thread's next call ends the input
+    batches.close()
+
+
+# -- argument checks -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: batch(rows(4), 0), InvalidArgumentError,
+     r"^batch_size must be a positive integer, got 0$"),
+    (lambda: batch(rows(4), 2, num_threads=0), InvalidArgumentError,
+     r"^num_threads must be a positive integer, got 0$"),
+    (lambda: batch(rows(4), 2, capacity=-1), InvalidArgumentError,
+     r"^capacity must be a positive integer, got -1$"),
+    (lambda: shuffle_batch(rows(4), 2, capacity=10, min_after_dequeue=10),
+     InvalidArgumentError, r"^capacity \(10\) must exceed min_after_dequeue \(10\)"),
+    (lambda: shuffle_batch(rows(4), 2, capacity=10, min_after_dequeue=-1),
+     InvalidArgumentError, r"^min_after_dequeue must be a non-negative integer, got -1$"),
+    (lambda: batch([1, 2], 2), TypeError, r"^batch\(\): tensors must be a producer"),
+    (lambda: batch_join([], 2), ValueError, r"^Expected at least one input in batch_join\(\)\.$"),
+    (lambda: shuffle_batch_join(rows(4), 2, 10, 2), TypeError,
+     r"^shuffle_batch_join\(\) takes a list of producers"),
+    (lambda: batch_join([rows(4), 3], 2), TypeError,
+     r"^batch_join\(\): tensors_list\[1\] must be a producer"),
+    (lambda: batch(rows(4), 2, shapes=5), InvalidArgumentError, r"^shapes must be a list"),
+    (lambda: read_batch_features("x", 2, FEATURES, queue_capacity=0), InvalidArgumentError,
+     r"^queue_capacity must be a positive integer, got 0$"),
+])
+def test_arguments_are_checked_with_messages_quoting_the_value(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_batches_is_the_public_result_type():
+    assert qp.train.shuffle_batch is shuffle_batch and qp.Batches is Batches
+    assert isinstance(batch(rows(2), 1), Batches)
