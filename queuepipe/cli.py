@@ -148,14 +148,26 @@ def _checkout_file(*parts: str) -> Optional[str]:
 
 
 def _run_script_main(path: str, name: str, argv: List[str]) -> int:
-    """Loads the script at ``path`` as module ``name`` and returns its ``main(argv)`` status."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """Loads the script at ``path`` as module ``name``, runs ``main(argv)``, returns a status.
+
+    The status is what ``main`` returns if that is an int, else 0, or the code of a
+    ``SystemExit`` it raises.
+
+    The script's folder leads ``sys.path`` while it runs, as for ``python path``, so that it
+    imports the modules beside it.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
     try:
-        return int(module.main(argv) or 0)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        status = module.main(argv)
+        return status if isinstance(status, int) else 0  # a main may return its results
     except SystemExit as e:  # the script's own argparse (--help, a usage error) or sys.exit
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.path.remove(folder)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -520,9 +520,16 @@ def test_demo_and_bench_run_the_checkouts_main(capsys, monkeypatch, tmp_path, co
     assert argv_file.read_text() == "['--quick', '-x']"
 
 
-def test_a_scripts_sys_exit_becomes_the_status(capsys, monkeypatch, tmp_path):
-    fake_checkout_file(monkeypatch, tmp_path, "import sys\ndef main(argv):\n    sys.exit(4)\n")
-    assert run(capsys, "demo")[0] == 4
+@pytest.mark.parametrize("body, status", [
+    ("import sys\ndef main(argv):\n    sys.exit(4)\n", 4),
+    ("def main(argv):\n    return dict(accuracy=0.9)\n", 0),  # results, not a status
+    ("import helper\ndef main(argv):\n    return helper.STATUS\n", 5),  # imports beside it
+])
+def test_a_scripts_main_gives_the_status(capsys, monkeypatch, tmp_path, body, status):
+    (tmp_path / "helper.py").write_text("STATUS = 5\n")
+    fake_checkout_file(monkeypatch, tmp_path, body)
+    assert run(capsys, "demo")[0] == status
+    assert str(tmp_path) not in sys.path
 
 
 def test_demo_and_bench_without_a_checkout(capsys, monkeypatch):
@@ -544,3 +551,13 @@ def test_checkout_files_are_found_beside_the_package():
         expected = os.path.join(root, *parts)
         assert cli._checkout_file(*parts) == (expected if os.path.exists(expected) else None)
     assert cli._checkout_file("no", "such.file") is None
+
+
+def test_demo_runs_the_real_demo(capsys, tmp_path):
+    if cli._checkout_file("examples", "demo.py") is None:
+        pytest.skip("examples/demo.py is not in this checkout")
+    pytest.importorskip("sklearn")  # the demo's default data: queuepipe[demo]
+    status, out, err = run(capsys, "demo", "--", "--limit", 300, "--epochs", 1, "--no-progress",
+                           "--processes", 1, "--workdir", tmp_path)
+    assert status == 0, err
+    assert re.search(r"^held-out accuracy: [\d.]+ ", out, re.M), out
