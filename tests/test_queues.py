@@ -173,10 +173,12 @@ def test_wrong_dtype_is_rejected_naming_the_component():
 def test_wrong_shape_is_rejected_with_expected_and_got():
     q = qp.FIFOQueue(5, [qp.float32, qp.int64], shapes=[[2, None], []], name="q")
     with pytest.raises(InvalidArgumentError,
-                       match=r"^Queue 'q' component 0: expected shape \[2, \?\], got shape \[3, 1\]$"):
+                       match=r"^Queue 'q' component 0: expected shape \[2, \?\], "
+                             r"got shape \[3, 1\]$"):
         q.enqueue((np.zeros((3, 1)), 1))
     with pytest.raises(InvalidArgumentError,
-                       match=r"^Queue 'q' component 1: expected shape \[\], got element shape \[2\]$"):
+                       match=r"^Queue 'q' component 1: expected shape \[\], "
+                             r"got element shape \[2\]$"):
         q.enqueue_many((np.zeros((4, 2, 1)), np.zeros((4, 2), dtype=np.int64)))
     with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' component 0: enqueue_many needs"):
         q.enqueue_many((1.0, 2))
@@ -241,7 +243,8 @@ def test_queue_copies_values_in_and_out():
 @pytest.mark.parametrize("capacity", [0, -1, 1.5, True, "3"])
 def test_capacity_must_be_a_positive_int(capacity):
     with pytest.raises(InvalidArgumentError,
-                       match=rf"^capacity must be a positive int, got {re.escape(repr(capacity))}$"):
+                       match=rf"^capacity must be a positive int, "
+                             rf"got {re.escape(repr(capacity))}$"):
         qp.FIFOQueue(capacity)
 
 
@@ -789,7 +792,8 @@ def test_stats_count_elements_and_waiting():
 def test_batch_size_must_be_a_positive_int(n):
     q = qp.FIFOQueue(3, [qp.int64])
     with pytest.raises(InvalidArgumentError,
-                       match=rf"^dequeue_many: n must be a positive int, got {re.escape(repr(n))}$"):
+                       match=rf"^dequeue_many: n must be a positive int, "
+                             rf"got {re.escape(repr(n))}$"):
         q.dequeue_many(n)
 
 
