@@ -762,6 +762,8 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
             raise InvalidArgumentError(
                 f"Input to DecodeRaw has length {len(input_bytes)} that is not a multiple of "
                 f"{dtype.itemsize}, the size of {dtype}")
+        if wire == dtype:  # the copy as a bytearray: NumPy's copy would release the GIL
+            return np.frombuffer(bytearray(input_bytes), dtype=dtype)
         return np.frombuffer(input_bytes, dtype=wire).astype(dtype, copy=True)
     scalar = isinstance(input_bytes, (bytes, bytearray, memoryview))
     if scalar:

@@ -103,7 +103,7 @@ class FeatureValues:
             starts = np.asarray([start for start, _ in self.varints], dtype=np.intp)
             sizes = np.asarray([size for _, size in self.varints], dtype=np.intp)
             by_size = []
-            for size in np.unique(sizes).tolist():
+            for size in sorted(set(sizes.tolist())):  # np.unique would import numpy.ma
                 which = np.flatnonzero(sizes == size)
                 by_size.append((which, starts[which][:, None] + np.arange(size),
                                 np.arange(size, dtype=np.uint64) * np.uint64(7)))
