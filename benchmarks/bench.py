@@ -1,0 +1,414 @@
+"""queuepipe against tf.data, TF1 queue runners and the ``tfrecord`` package, on the same files.
+
+usage::
+
+    python benchmarks/bench.py --data /tmp/bench-data --peers-python /tmp/peers/bin/python \\
+        --epochs 3 --repeat 3 --out results.json
+
+What it does, in one run:
+
+1. Makes sure the workloads exist: ``DATA/mnist/`` (``image``: 784 raw uint8 bytes, ``label``:
+   int64) and ``DATA/float/`` (``sha256`` bytes, ``feature``: float_list[128], ``label``),
+   record ``i`` in shard ``i % shards``, the same content as ``peers/make_data.py`` writes with
+   TensorFlow (``--data`` reuses those files; without it queuepipe writes them, with
+   ``--records`` and ``--shards``). ``DATA/mnist-gzip/`` holds GZIP copies for the scaling table.
+2. Runs each pipeline in its own subprocess, so that its time to the first batch counts from
+   the process's launch (interpreter start and ``import queuepipe`` included) and its peak
+   memory is its own (the child's ``ru_maxrss``, from ``os.wait4``):
+
+   * ``qp_per_record``: the seeds' pattern, ``string_input_producer`` -> ``TFRecordReader.read``
+     -> ``parse_single_example`` -> ``decode_raw`` -> ``shuffle_batch`` (2 threads);
+   * ``qp_bulk``: ``read_batch_features`` whose ``parse_fn`` is one ``parse_example`` and one
+     ``decode_raw`` per chunk of records (2 enqueue threads).
+
+3. With ``--peers-python``, runs ``peers/bench_peers.py`` for ``floor``, ``tfdata``,
+   ``tf1queue`` and ``tfrecord_pkg`` under that interpreter, on the same files, the same way.
+4. Prints the medians over ``--repeat`` runs (runs of the pipelines are interleaved, so that a
+   busy moment of the machine hits all of them) and each target as a ratio with PASS/FAIL,
+   and checks that every pipeline delivered every record of every epoch exactly once (the
+   count and the label sum against ``truth.npz``).
+5. A scaling table: 1, 2 and 4 threads, GZIP shards, and the float-feature workload.
+
+Every figure is in the format ``bench_peers.py`` prints, plus ``peak_rss_kib``. Our
+``first_batch`` and ``seconds`` run from the subprocess's launch; the peers' from the start of
+their ``main()`` (after the interpreter and NumPy are loaded), so the comparison favours them
+slightly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEERS_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "peers",
+                            "bench_peers.py")
+BATCH, BUFFER = 128, 10000
+LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
+PEERS = ("floor", "tfdata", "tf1queue", "tfrecord_pkg")
+FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "peak_rss_kib")
+
+
+# -- the workloads ---------------------------------------------------------------------------
+
+
+def shard_paths(directory: str, shards: int) -> list:
+    return [os.path.join(directory, f"shard-{i:05d}-of-{shards:05d}.tfrecord")
+            for i in range(shards)]
+
+
+def write_workloads(data: str, records: int, shards: int) -> None:
+    """Writes ``mnist/``, ``float/`` and ``truth.npz`` as ``peers/make_data.py`` does."""
+    import hashlib
+
+    import numpy as np
+
+    import queuepipe as qp
+    from queuepipe.protos import make_example
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(records, 784), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=records)
+    floats = rng.standard_normal((records, 128)).astype(np.float32)
+    for name in ("mnist", "float"):
+        directory = os.path.join(data, name)
+        os.makedirs(directory, exist_ok=True)
+        writers = [qp.io.TFRecordWriter(path) for path in shard_paths(directory, shards)]
+        for i in range(records):
+            if name == "mnist":
+                features = {"image": images[i].tobytes(), "label": int(labels[i])}
+            else:
+                features = {"sha256": hashlib.sha256(str(i).encode()).hexdigest().encode(),
+                            "feature": floats[i], "label": int(labels[i])}
+            writers[i % shards].write(make_example(features).SerializeToString())
+        for writer in writers:
+            writer.close()
+    np.savez(os.path.join(data, "truth.npz"), images=images, labels=labels, floats=floats)
+
+
+def write_gzip_copy(data: str) -> None:
+    """``DATA/mnist-gzip/``: the mnist shards, record for record, GZIP-compressed."""
+    import queuepipe as qp
+
+    target = os.path.join(data, "mnist-gzip")
+    sources = sorted(p for p in os.listdir(os.path.join(data, "mnist")) if p.endswith(".tfrecord"))
+    if os.path.isdir(target) and sorted(os.listdir(target)) == sources:
+        return
+    os.makedirs(target, exist_ok=True)
+    for name in sources:
+        partial = os.path.join(target, name + ".partial")
+        with qp.io.TFRecordWriter(partial, qp.io.TFRecordOptions("GZIP")) as writer:
+            for record in qp.io.tf_record_iterator(os.path.join(data, "mnist", name)):
+                writer.write(record)
+        os.replace(partial, os.path.join(target, name))
+
+
+def truth(data: str, epochs: int) -> dict:
+    import numpy as np
+
+    with np.load(os.path.join(data, "truth.npz")) as z:
+        labels = z["labels"]
+    return {"examples": int(len(labels)) * epochs, "label_sum": int(labels.sum()) * epochs}
+
+
+# -- the pipelines (each runs in a child process) --------------------------------------------
+
+
+def _specs(qp, workload: str) -> dict:
+    if workload == "mnist":
+        return {"image": qp.io.FixedLenFeature([], qp.string),
+                "label": qp.io.FixedLenFeature([], qp.int64)}
+    return {"sha256": qp.io.FixedLenFeature([], qp.string),
+            "feature": qp.io.FixedLenFeature([128], qp.float32),
+            "label": qp.io.FixedLenFeature([], qp.int64)}
+
+
+def _decoded(qp, parsed: dict, workload: str) -> dict:
+    """The parsed features as the trainer wants them: mnist images decoded to uint8 rows."""
+    if workload == "mnist":
+        return {"image": qp.io.decode_raw(parsed["image"], qp.uint8), "label": parsed["label"]}
+    return parsed
+
+
+def pipeline_per_record(qp, files, epochs, threads, workload, options):
+    """The seeds' pattern: one record per call of the producer, ``threads`` threads."""
+    filenames = qp.train.string_input_producer(files, num_epochs=epochs, shuffle=True, seed=0)
+    reader = qp.TFRecordReader(options=options)
+    specs = _specs(qp, workload)
+
+    def example():
+        _, serialized = reader.read(filenames)
+        return _decoded(qp, qp.io.parse_single_example(serialized, specs), workload)
+
+    return qp.train.shuffle_batch(example, batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
+                                  min_after_dequeue=BUFFER, num_threads=threads, seed=0,
+                                  allow_smaller_final_batch=True)
+
+
+def pipeline_bulk(qp, files, epochs, threads, workload, options):
+    """``read_batch_features``: read_up_to, one parse_example per chunk, enqueue_many."""
+    import functools
+
+    specs = _specs(qp, workload)
+
+    def parse(serialized):
+        return _decoded(qp, qp.io.parse_example(serialized, specs), workload)
+
+    return qp.train.read_batch_features(
+        files, BATCH, specs, reader=functools.partial(qp.TFRecordReader, options=options),
+        num_epochs=epochs, queue_capacity=2 * BUFFER, num_enqueue_threads=threads,
+        parse_fn=parse, seed=0)
+
+
+PIPELINES = {"qp_per_record": pipeline_per_record, "qp_bulk": pipeline_bulk}
+
+
+def run_child(name: str, data: str, epochs: int, threads: int, workload: str,
+              compression: str) -> None:
+    """Runs one pipeline to the end and prints its line (called in the child process)."""
+    import resource
+
+    launch = float(os.environ.get(LAUNCH_ENV, time.time()))
+    import queuepipe as qp
+
+    folder = workload + ("-gzip" if compression else "")
+    files = sorted(os.path.join(data, folder, f) for f in os.listdir(os.path.join(data, folder))
+                   if f.endswith(".tfrecord"))
+    options = qp.io.TFRecordOptions(compression or None)
+    batches = PIPELINES[name](qp, files, epochs, threads, workload, options)
+    first, n, label_sum = None, 0, 0
+    for batch in batches:
+        labels = batch["label"]
+        if first is None:
+            first = time.time()
+        n += len(labels)
+        label_sum += int(labels.sum())
+    end = time.time()
+    steady = (n - BATCH) / (end - first) if first is not None and end > first else 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{name} examples {n} seconds {end - launch:.3f} first_batch {first - launch:.3f} "
+          f"rate {n / (end - launch):.0f}/s steady {steady:.0f}/s label_sum {label_sum} "
+          f"peak_rss_kib {peak}", flush=True)
+
+
+# -- running children and reading their lines ------------------------------------------------
+
+
+def parse_line(line: str) -> dict:
+    """``NAME examples N seconds S ...`` -> {field: number}."""
+    words = line.split()
+    out = {}
+    for key, value in zip(words[1::2], words[2::2]):
+        if key in FIELDS:
+            out[key] = float(value.rstrip("/s"))
+    return out
+
+
+def launch(argv: list, env: dict = None) -> dict:
+    """Runs ``argv``; returns its result line parsed, with the child's peak RSS from wait4."""
+    env = dict(os.environ if env is None else env)
+    env[LAUNCH_ENV] = repr(time.time())
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = subprocess.Popen(argv, stdout=out, stderr=err, env=env).pid
+        _, status, usage = os.wait4(pid, 0)  # the rusage of this child alone
+        code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        lines = [ln for ln in out.read().decode().splitlines() if " examples " in ln]
+        if code or not lines:
+            raise RuntimeError(f"{' '.join(argv)} failed (exit {code}):\n"
+                               f"{err.read().decode()[-3000:]}")
+    result = parse_line(lines[-1])
+    result["peak_rss_kib"] = usage.ru_maxrss
+    return result
+
+
+def child_argv(name, data, epochs, threads=2, workload="mnist", compression=""):
+    return [sys.executable, os.path.abspath(__file__), "--child", name, "--data", data,
+            "--epochs", str(epochs), "--threads", str(threads), "--workload", workload,
+            "--compression", compression]
+
+
+def peer_argv(python, peer, data, epochs):
+    return [python, PEERS_SCRIPT, data, peer, "--epochs", str(epochs)]
+
+
+def median_of(runs: list) -> dict:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
+def run_rows(configs: dict, repeat: int, log) -> dict:
+    """Runs every config ``repeat`` times, round-robin; returns label -> {median, runs}."""
+    runs = {label: [] for label in configs}
+    for i in range(repeat):
+        for label, argv in configs.items():
+            result = launch(argv)
+            runs[label].append(result)
+            log(f"  [{i + 1}/{repeat}] {label}: " + " ".join(
+                f"{k} {result[k]:g}" for k in FIELDS if k in result))
+    return {label: {"median": median_of(r), "runs": r} for label, r in runs.items()}
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def table(rows: dict, expected: dict) -> str:
+    head = ("| pipeline | steady rate | whole run | time to first batch | peak memory "
+            "| records, label sum |")
+    lines = [head, "|---|---|---|---|---|---|"]
+    for label, row in rows.items():
+        m = row["median"]
+        ok = ("floor reads only" if m.get("label_sum") == 0 and label == "floor" else
+              "exact" if (int(m["examples"]), int(m["label_sum"])) ==
+              (expected["examples"], expected["label_sum"]) else
+              f"WRONG {int(m['examples'])}, {int(m['label_sum'])}")
+        lines.append(f"| {label} | {m['steady'] / 1000:,.0f}k/s | {m['seconds']:.2f} s "
+                     f"| {m['first_batch']:.2f} s | {m['peak_rss_kib'] / 1024:.0f} MiB | {ok} |")
+    return "\n".join(lines)
+
+
+def targets(rows: dict, expected: dict) -> list:
+    """[(target, measured text, passed)] for the issue's targets (medians of one run)."""
+    out = []
+
+    def m(label, key):
+        return rows[label]["median"][key]
+
+    if "tf1queue" in rows:
+        r = m("qp_per_record", "steady") / m("tf1queue", "steady")
+        out.append(("qp_per_record steady rate >= 4x tf1queue", f"{r:.1f}x", r >= 4))
+    if "tfdata" in rows:
+        r = m("qp_bulk", "steady") / m("tfdata", "steady")
+        out.append(("qp_bulk steady rate >= 2x tfdata", f"{r:.2f}x", r >= 2))
+        r = m("qp_bulk", "seconds") / m("tfdata", "seconds")
+        out.append(("qp_bulk whole run <= 0.5x tfdata's", f"{r:.2f}x", r <= 0.5))
+        for label in ("qp_bulk", "qp_per_record"):
+            r = m(label, "peak_rss_kib") / m("tfdata", "peak_rss_kib")
+            out.append((f"{label} peak memory <= 0.25x tfdata's", f"{r:.2f}x", r <= 0.25))
+    for label in ("qp_bulk", "qp_per_record"):
+        t = m(label, "first_batch")
+        out.append((f"{label} first batch <= 0.3 s from process start", f"{t:.3f} s", t <= 0.3))
+    for label, row in rows.items():
+        if label == "floor":
+            continue
+        runs = row["runs"]
+        exact = all((int(r["examples"]), int(r["label_sum"])) ==
+                    (expected["examples"], expected["label_sum"]) for r in runs)
+        out.append((f"{label}: every record once in every run", "count and label sum "
+                    + ("match" if exact else "DIFFER"), exact))
+    return out
+
+
+def target_table(results: list) -> str:
+    lines = ["| target | measured | |", "|---|---|---|"]
+    lines += [f"| {t} | {v} | {'PASS' if ok else 'FAIL'} |" for t, v, ok in results]
+    return "\n".join(lines)
+
+
+def plot(rows: dict, path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(rows)
+    rates = [rows[k]["median"]["steady"] / 1000 for k in labels]
+    colors = ["tab:blue" if k.startswith("qp_") else "tab:gray" for k in labels]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    bars = ax.barh(labels[::-1], rates[::-1], color=colors[::-1])
+    ax.bar_label(bars, [f"{r:,.0f}k" for r in rates[::-1]], padding=3)
+    ax.set_xlabel("steady-state records/s (thousands), median of runs")
+    ax.set_title(title)
+    ax.set_xlim(0, max(rates) * 1.18)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/bench.py", description=__doc__.split("\n")[0])
+    ap.add_argument("--data", help="workload folder (mnist/, float/, truth.npz), e.g. written "
+                    "by peers/make_data.py; written by queuepipe when missing "
+                    "(default /tmp/bench-data)", default="/tmp/bench-data")
+    ap.add_argument("--records", type=int, default=60000, help="records when writing data")
+    ap.add_argument("--shards", type=int, default=8, help="shards when writing data")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each pipeline (median)")
+    ap.add_argument("--peers-python", metavar="PATH",
+                    help="python of a virtualenv with tensorflow, tfrecord and torch")
+    ap.add_argument("--out", metavar="JSON", help="write every run's figures here")
+    ap.add_argument("--plot", metavar="PNG", help="draw steady rates here (needs matplotlib)")
+    ap.add_argument("--no-scaling", action="store_true", help="skip the scaling table")
+    # the child's options
+    ap.add_argument("--child", choices=sorted(PIPELINES), help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--workload", default="mnist", help=argparse.SUPPRESS)
+    ap.add_argument("--compression", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        run_child(args.child, args.data, args.epochs, args.threads, args.workload,
+                  args.compression)
+        return 0
+
+    def log(text):
+        print(text, file=sys.stderr, flush=True)
+
+    data = os.path.abspath(args.data)
+    if not os.path.exists(os.path.join(data, "truth.npz")):
+        log(f"writing {args.records} records in {args.shards} shards under {data}")
+        write_workloads(data, args.records, args.shards)
+    expected = truth(data, args.epochs)
+    log(f"{expected['examples']} records expected, label sum {expected['label_sum']}")
+
+    configs = {name: child_argv(name, data, args.epochs) for name in PIPELINES}
+    if args.peers_python:
+        configs.update({peer: peer_argv(args.peers_python, peer, data, args.epochs)
+                        for peer in PEERS})
+    log(f"main table: {args.repeat} runs of {', '.join(configs)}")
+    rows = run_rows(configs, args.repeat, log)
+    results = {"epochs": args.epochs, "repeat": args.repeat, "expected": expected,
+               "cpus": os.cpu_count(), "main": rows}
+    checks = targets(rows, expected)
+    results["targets"] = [{"target": t, "measured": v, "passed": ok} for t, v, ok in checks]
+
+    if not args.no_scaling:
+        write_gzip_copy(data)
+        scaling = {}
+        for name in PIPELINES:
+            for threads in (1, 2, 4):
+                scaling[f"{name} {threads} threads"] = child_argv(name, data, args.epochs,
+                                                                  threads)
+            scaling[f"{name} GZIP"] = child_argv(name, data, args.epochs, compression="GZIP")
+            scaling[f"{name} float"] = child_argv(name, data, args.epochs, workload="float")
+        log(f"scaling table: {args.repeat} runs of {len(scaling)} configurations")
+        results["scaling"] = run_rows(scaling, args.repeat, log)
+
+    print(f"\n{args.epochs} epochs of {expected['examples'] // args.epochs} records, "
+          f"medians of {args.repeat} runs, {os.cpu_count()} CPUs\n")
+    print(table(rows, expected))
+    print()
+    print(target_table(checks))
+    if "scaling" in results:
+        print()
+        print(table(results["scaling"], expected))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+    if args.plot:
+        plot(rows, args.plot, f"{args.epochs} epochs of the mnist workload, "
+                              f"{os.cpu_count()} CPUs")
+    return 0 if all(ok for _, _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
