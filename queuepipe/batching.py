@@ -179,8 +179,8 @@ class _Structure:
             with self._lock:
                 if self._kind is None:
                     self._kind = self._kind_of(element)
-        if isinstance(element, (tuple, list)) and len(element) == 1:
-            return element[0]
+        if isinstance(element, (tuple, list)):
+            return element[0] if len(element) == 1 else tuple(element)
         return element
 
     @staticmethod
@@ -258,10 +258,11 @@ class _DeferredQueue:
     # -- building ------------------------------------------------------------------------------
 
     def _components(self, vals: Any) -> tuple:
-        """``(components, names)`` of an element in the queue's form."""
+        """``(components, names)`` of an element in the queue's form: a dict, a tuple of two
+        or more components, or the value of the only one (which may be a list)."""
         if isinstance(vals, Mapping):
             return list(vals.values()), list(vals)
-        if isinstance(vals, (tuple, list)):
+        if isinstance(vals, tuple):
             return list(vals), None
         return [vals], None
 

@@ -555,3 +555,10 @@ def test_arguments_are_checked_with_messages_quoting_the_value(call, error, mess
 def test_batches_is_the_public_result_type():
     assert qp.train.shuffle_batch is shuffle_batch and qp.Batches is Batches
     assert isinstance(batch(rows(2), 1), Batches)
+
+
+def test_a_single_component_may_itself_be_a_list():
+    batches = batch(limit_epochs(([1, 2, 3],), 2), 2)
+    (vectors,) = first(batches)
+    assert vectors.tolist() == [[1, 2, 3], [1, 2, 3]]
+    assert batches.queue.shapes == [(3,)]

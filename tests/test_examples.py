@@ -15,7 +15,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
 # The scripts run here. The framework examples (torch_cnn.py, keras_model.py, jax_model.py and
 # their digits.py) are run by the integration tests.
 SCRIPTS = ["demo.py", "fashion_mnist_pipeline.py", "csv_pipeline.py", "sharded_join.py",
-           "sequence_pipeline.py"]
+           "sequence_pipeline.py", "read_speed.py"]
 
 
 def run(script, *args):
@@ -105,3 +105,11 @@ def test_sequence_pipeline_pads_each_batch_to_its_longest_sequence():
     assert re.search(r"^first batch: tokens \(32, (\d+)\) \(longest \1\)", out, re.MULTILINE)
     assert "600 sequences in padded batches" in out
     assert number_after("last-epoch training accuracy", out) > 0.6
+
+
+def test_read_speed_measures_read_batch_features_and_checks_every_record():
+    out = run("read_speed.py", "--records", "3000", "--shards", "3", "--repeats", "1")
+    assert re.search(r"^read_batch_features: 3000 records in [0-9.]+ s = [0-9,]+ records/s$",
+                     out, re.MULTILINE)
+    assert re.search(r"^best: [0-9,]+ records/s \(batch 128, shuffle queue 10000", out,
+                     re.MULTILINE)
