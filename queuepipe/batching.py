@@ -47,7 +47,6 @@ How it differs from TF:
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import threading
@@ -432,6 +431,14 @@ class _DeferredQueue:
                 return
         self._queue._runner_started()
 
+    def __getattr__(self, name: str) -> Any:
+        """Other public attributes of the real queue (``min_after_dequeue``, ...)."""
+        queue = self.__dict__.get("_queue")
+        if name.startswith("_") or queue is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}"
+                                 f"{'' if name.startswith('_') else ' before its first element'}")
+        return getattr(queue, name)
+
     def __repr__(self) -> str:
         if self._queue is not None:
             return repr(self._queue)
@@ -662,6 +669,10 @@ def _batching(producers: List[Callable[[], Any]], threads_per_producer: int, *, 
     shuffle = min_after_dequeue is not None
     if shuffle:
         min_after_dequeue = _check_min_after_dequeue(min_after_dequeue, capacity)
+        if seed is not None and len(producers) * threads_per_producer == 1:
+            # Draw every batch from a full queue, so that thread timing cannot change the pool
+            # a batch is drawn from: a seeded single-thread pipeline then repeats exactly.
+            min_after_dequeue = max(min_after_dequeue, capacity - batch_size)
     keep_input = _check_keep_input(keep_input, enqueue_many)
     shapes = _check_shapes(shapes)
 
@@ -830,7 +841,14 @@ def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
     drawn at random from it while it holds more than ``min_after_dequeue`` elements (all of
     them once the input ends, so nothing is stranded). A larger ``min_after_dequeue`` mixes
     better and takes longer to fill; TF1 code used ``capacity = min_after_dequeue +
-    3 * batch_size``. With ``seed`` and one thread the batches repeat exactly.
+    3 * batch_size``.
+
+    Reproducibility: the queue draws with its own generator seeded by ``seed``; but which
+    elements a draw chooses from depends on how far the threads got. So with ``seed`` and one
+    thread, every batch waits for a full queue (the queue's ``min_after_dequeue`` is raised to
+    ``capacity - batch_size``), and with a deterministic producer (a seeded producer and
+    reader upstream, one thread each) the batches repeat exactly, run after run. With more
+    threads the multiset of each epoch is still exact; the order is not.
 
     Args:
       tensors: the producer, as for :func:`batch`.

@@ -355,11 +355,12 @@ def test_a_mask_of_the_wrong_length_reaches_the_consumer():
 def test_a_seeded_single_thread_pipeline_repeats_exactly():
     def run():
         with Pipeline().as_default():
-            # capacity = min_after_dequeue + batch_size: every draw sees the same pool
-            return [ids.tolist() for ids, _ in
-                    shuffle_batch(rows(50, num_epochs=2, seed=7, shuffle=True), 6, capacity=16,
-                                  min_after_dequeue=10, seed=8,
-                                  allow_smaller_final_batch=True)]
+            batches = shuffle_batch(rows(50, num_epochs=2, seed=7, shuffle=True), 6,
+                                    capacity=40, min_after_dequeue=10, seed=8,
+                                    allow_smaller_final_batch=True)
+            got = [ids.tolist() for ids, _ in batches]
+            assert batches.queue.min_after_dequeue == 34  # every draw from a full queue
+            return got
 
     first, second = run(), run()
     assert first == second
