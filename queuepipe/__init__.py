@@ -43,6 +43,7 @@ _LAZY = table_of({
                            "maybe_batch_join", "maybe_shuffle_batch_join",
                            "read_batch_features", "running"],
     "queuepipe.shards": ["write_shards"],
+    "queuepipe.monitor": ["QueueMonitor"],
 })
 _SUBMODULES = ("train", "io", "python_io", "dtypes", "queues", "coordinator", "runner",
                "producers", "records", "readers", "protos", "parsing", "batching",
