@@ -34,11 +34,9 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from queuepipe import dtypes as _dtypes
 from queuepipe.errors import InvalidArgumentError
-from queuepipe.protos import Example, SequenceExample
 from queuepipe.protos import _layout
 
 __all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseValue",
@@ -297,6 +295,21 @@ def _sink(feature, batch):
 
 # --- The per-record (general) parser ---------------------------------------------------------
 
+_PROTOBUF = None
+
+
+def _protobuf():
+    """``(Example, SequenceExample, DecodeError)``, imported on first use: batches that take
+    the layout path need no protobuf, and its import delays a pipeline's first batch."""
+    global _PROTOBUF
+    if _PROTOBUF is None:
+        from google.protobuf.message import DecodeError
+
+        from queuepipe.protos import Example, SequenceExample
+        _PROTOBUF = (Example, SequenceExample, DecodeError)
+    return _PROTOBUF
+
+
 def _name_text(name):
     if name is None:
         return "<unknown>"
@@ -308,7 +321,7 @@ def _name_text(name):
 def _decode(message_class, data, where):
     try:
         return message_class.FromString(data)
-    except DecodeError as e:
+    except _protobuf()[2] as e:
         shown = repr(bytes(data[:48])) + ("..." if len(data) > 48 else "")
         raise InvalidArgumentError(f"{where}.  Could not parse example input, value: "
                                    f"{shown} ({len(data)} bytes): {e}") from e
@@ -317,7 +330,7 @@ def _decode(message_class, data, where):
 def _parse_record(data, index, name, features, sinks):
     """Parses record ``index`` of a batch into ``sinks``, raising TF's errors."""
     name = _name_text(name)
-    fmap = _decode(Example, data, f"Name: {name}, Index: {index}").features.feature
+    fmap = _decode(_protobuf()[0], data, f"Name: {name}, Index: {index}").features.feature
     for feature, sink in zip(features, sinks):
         entry = fmap.get(feature.key)
         kind = None if entry is None else entry.WhichOneof("kind")
@@ -588,9 +601,10 @@ def _parse_single_plain(data, features):
     """The outputs of one record whose FixedLenFeatures are all present with the right list
     and count (the common case), built straight from the protobuf message; None otherwise,
     for the general path to handle (defaults, other kinds, errors with TF's words)."""
+    example, _, decode_error = _PROTOBUF or _protobuf()
     try:
-        fmap = Example.FromString(data).features.feature
-    except DecodeError:
+        fmap = example.FromString(data).features.feature
+    except decode_error:
         return None
     out = {}
     for feature in features:
@@ -725,7 +739,7 @@ def parse_single_sequence_example(
     sequence = _features(sequence_specs, (FixedLenSequenceFeature, VarLenFeature),
                          "sequence_features")
     label = _name_text(example_name)
-    message = _decode(SequenceExample, bytes(serialized), f"Name: {label}")
+    message = _decode(_protobuf()[1], bytes(serialized), f"Name: {label}")
     return (_context(message, context, label),
             _sequence(message, sequence, list(sequence_specs.values()), label))
 

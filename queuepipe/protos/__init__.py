@@ -14,9 +14,17 @@ Usage::
     assert Example.FromString(data).features.feature["label"].int64_list.value == [3]
 """
 
-from queuepipe.protos._make import make_example, make_sequence_example
-from queuepipe.protos._messages import (BytesList, Example, Feature, FeatureList, FeatureLists,
-                                        Features, FloatList, Int64List, SequenceExample)
+from queuepipe._lazy import namespace, table_of
+
+# Imported on first use: building the messages imports protobuf (about 30 ms), which a
+# pipeline whose records all take parse_example's layout path never needs.
+_TABLE = table_of({
+    "queuepipe.protos._make": ["make_example", "make_sequence_example"],
+    "queuepipe.protos._messages": ["Example", "SequenceExample", "Features", "Feature",
+                                   "FeatureList", "FeatureLists", "BytesList", "FloatList",
+                                   "Int64List"],
+})
+__getattr__, __dir__ = namespace(__name__, _TABLE)
 
 __all__ = ["Example", "SequenceExample", "Features", "Feature", "FeatureList", "FeatureLists",
            "BytesList", "FloatList", "Int64List", "make_example", "make_sequence_example"]
