@@ -746,6 +746,28 @@ def parse_single_sequence_example(
 
 # --- decode_raw -----------------------------------------------------------------------------
 
+# (out_type, little_endian) -> (dtype, dtype as stored): a per-record decode_raw skips the work.
+_DECODE_TYPES: Dict[Tuple[Any, bool], Tuple[np.dtype, np.dtype]] = {}
+
+
+def _decode_types(out_type, little_endian):
+    """The dtype decode_raw returns and the byte order it reads, or TypeError."""
+    try:
+        return _DECODE_TYPES[out_type, bool(little_endian)]
+    except (KeyError, TypeError):  # TypeError: an unhashable out_type
+        pass
+    dtype = _dtypes.as_dtype(out_type)
+    if dtype == _dtypes.string or dtype.kind not in "biufc":
+        raise TypeError(f"decode_raw: out_type must be numeric, got {out_type!r}")
+    types = (dtype, dtype.newbyteorder("<" if little_endian else ">"))
+    try:
+        if len(_DECODE_TYPES) < _MAX_LAYOUTS:
+            _DECODE_TYPES[out_type, bool(little_endian)] = types
+    except TypeError:
+        pass
+    return types
+
+
 def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
                fixed_length: Optional[int] = None) -> np.ndarray:
     """Reinterprets the bytes of each string as a vector of numbers, as ``tf.io.decode_raw``.
@@ -767,10 +789,7 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
         strings differ in length (the message names the element and both lengths).
       TypeError: ``out_type`` is not numeric, or an element is not bytes.
     """
-    dtype = _dtypes.as_dtype(out_type)
-    if dtype == _dtypes.string or dtype.kind not in "biufc":
-        raise TypeError(f"decode_raw: out_type must be numeric, got {out_type!r}")
-    wire = dtype.newbyteorder("<" if little_endian else ">")
+    dtype, wire = _decode_types(out_type, little_endian)
     if type(input_bytes) is bytes and fixed_length is None:  # one record: no joins, no loops
         if len(input_bytes) % dtype.itemsize:
             raise InvalidArgumentError(
