@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         from bench import write_workloads
 
         write_workloads(args.data, 60000, 8)
-    print(f"| workload | records | fast path | general path | speed-up |\n|---|---|---|---|---|")
+    print("| workload | records | fast path | general path | speed-up |\n|---|---|---|---|---|")
     for workload, specs in SPECS.items():
         folder = os.path.join(args.data, workload)
         records = [r for name in sorted(os.listdir(folder)) if name.endswith(".tfrecord")
