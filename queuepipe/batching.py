@@ -557,10 +557,16 @@ class Batches:
             if not own:  # its threads are running: someone else started the pipeline
                 return
             self._coord = coord
-            self._threads = start_queue_runners(coord, daemon=True, pipeline=self._pipeline)
+            self._threads = list(own)
+        try:
+            self._threads.extend(start_queue_runners(coord, daemon=True,
+                                                     pipeline=self._pipeline))
             for thread in own:
                 thread.start()
-            self._threads.extend(own)
+        except BaseException:  # Ctrl-C among the starts: stop what already runs
+            with contextlib.suppress(Exception):
+                self._stop()
+            raise
 
     def dequeue(self, timeout: Optional[float] = None) -> Any:
         """Returns the next batch, blocking until it is complete.
@@ -625,14 +631,14 @@ class Batches:
             self._queue.close(cancel_pending_enqueues=True)
 
     def _stop(self) -> None:
-        """Requests stop and joins the threads this object started, once."""
+        """Stops the pipeline this object started (once): requests stop, closes every queue
+        cancelling pending enqueues, joins the threads."""
         with self._lock:
             if self._coord is None or self._stopped:
                 return
             self._stopped = True
-        self._coord.request_stop()
         try:
-            self._coord.join(self._threads, stop_grace_period_secs=STOP_GRACE_PERIOD_SECS)
+            _stop_pipeline(self._pipeline, self._coord, self._threads)
         except Exception as e:  # noqa: BLE001 - re-raised unless the consumer already has it
             raised = self._raised
             if raised is None or (raised is not e and raised.__cause__ is not e):

@@ -563,3 +563,19 @@ def test_a_single_component_may_itself_be_a_list():
     (vectors,) = first(batches)
     assert vectors.tolist() == [[1, 2, 3], [1, 2, 3]]
     assert batches.queue.shapes == [(3,)]
+
+
+def test_ctrl_c_while_batches_starts_its_threads_stops_those_already_running(monkeypatch):
+    start = threading.Thread.start
+
+    def start_or_interrupt(thread):
+        if thread.name == "queuepipe/ctrl_c/fifo_queue/close-on-stop":
+            raise KeyboardInterrupt  # after both runner threads started, before this one
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_or_interrupt)
+    batches = batch(lambda: 1, 2, num_threads=2, capacity=2, name="ctrl_c")
+    with pytest.raises(KeyboardInterrupt):
+        batches.dequeue()
+    assert batches.queue.is_closed() and batches.coord.should_stop()
+    # the runner threads, blocked on the full queue, were woken: the fixture sees none alive
