@@ -703,17 +703,6 @@ def _batching(producers: List[Callable[[], Any]], threads_per_producer: int, *, 
     return Batches(queue, runner, pipeline, batch_size, allow_smaller_final_batch, structure)
 
 
-_COMMON_ARGS = """
-      enqueue_many: each producer call returns a batch of elements (every component with a
-        leading axis) instead of one.
-      shapes: the shape of each component of an element (``None`` for a free dimension), as a
-        list (dict components in sorted key order) or a dict by key; by default the shapes of
-        the first element.
-      allow_smaller_final_batch: deliver a final batch of fewer than ``batch_size`` elements
-        when the input ends; if False they are dropped.
-      shared_name: ignored; kept for TF compatibility.
-      name: the scope of the queue's name (``<name>/fifo_queue``); by default the function's
-        name, made unique."""
 
 
 def batch(tensors: Callable[[], Any], batch_size: int, num_threads: int = 1,
@@ -734,7 +723,16 @@ def batch(tensors: Callable[[], Any], batch_size: int, num_threads: int = 1,
       capacity: the most elements the queue holds.
       dynamic_pad: pad free dimensions per batch to the longest element (with 0 or ``b""``);
         without ``shapes`` every dimension is free.
-    """ + _COMMON_ARGS + """
+      enqueue_many: each producer call returns a batch of elements (every component with a
+        leading axis) instead of one.
+      shapes: the shape of each component of an element (``None`` for a free dimension), as a
+        list (dict components in sorted key order) or a dict by key; by default the shapes of
+        the first element.
+      allow_smaller_final_batch: deliver a final batch of fewer than ``batch_size`` elements
+        when the input ends; if False they are dropped.
+      shared_name: ignored; kept for TF compatibility.
+      name: the scope of the queue's name (``<name>/fifo_queue``); by default the function's
+        name, made unique.
 
     Returns:
       A :class:`Batches`.
@@ -761,7 +759,8 @@ def maybe_batch(tensors: Callable[[], Any], keep_input: Any, batch_size: int,
       keep_input: a bool (False drops everything), with ``enqueue_many`` a 1-D bool mask over
         each batch the producer returns, or a callable taking the element (the batch) and
         returning such a bool (mask).
-    """ + _COMMON_ARGS + """
+      enqueue_many, shapes, allow_smaller_final_batch, shared_name, name: as for
+        :func:`batch`.
 
     Returns:
       A :class:`Batches`.
@@ -793,7 +792,8 @@ def batch_join(tensors_list: Sequence[Callable[[], Any]], batch_size: int, capac
     Args:
       tensors_list: a non-empty list of producers.
       batch_size, capacity, dynamic_pad: as for :func:`batch`.
-    """ + _COMMON_ARGS + """
+      enqueue_many, shapes, allow_smaller_final_batch, shared_name, name: as for
+        :func:`batch`.
 
     Returns:
       A :class:`Batches`.
@@ -819,7 +819,8 @@ def maybe_batch_join(tensors_list: Sequence[Callable[[], Any]], keep_input: Any,
     Args:
       tensors_list, batch_size, capacity, dynamic_pad: as for :func:`batch_join`.
       keep_input: as for :func:`maybe_batch`.
-    """ + _COMMON_ARGS + """
+      enqueue_many, shapes, allow_smaller_final_batch, shared_name, name: as for
+        :func:`batch`.
 
     Returns:
       A :class:`Batches`.
@@ -863,7 +864,16 @@ def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
       min_after_dequeue: elements kept in the queue while it is open, to draw from.
       num_threads: threads calling the producer.
       seed: seeds the queue's generator.
-    """ + _COMMON_ARGS + """
+      enqueue_many: each producer call returns a batch of elements (every component with a
+        leading axis) instead of one.
+      shapes: the shape of each component of an element (``None`` for a free dimension), as a
+        list (dict components in sorted key order) or a dict by key; by default the shapes of
+        the first element.
+      allow_smaller_final_batch: deliver a final batch of fewer than ``batch_size`` elements
+        when the input ends; if False they are dropped.
+      shared_name: ignored; kept for TF compatibility.
+      name: the scope of the queue's name (``<name>/fifo_queue``); by default the function's
+        name, made unique.
 
     Returns:
       A :class:`Batches`.
@@ -893,7 +903,8 @@ def maybe_shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: i
       tensors, batch_size, capacity, min_after_dequeue, num_threads, seed: as for
         :func:`shuffle_batch`.
       keep_input: as for :func:`maybe_batch`.
-    """ + _COMMON_ARGS + """
+      enqueue_many, shapes, allow_smaller_final_batch, shared_name, name: as for
+        :func:`shuffle_batch`.
 
     Returns:
       A :class:`Batches`.
@@ -926,7 +937,8 @@ def shuffle_batch_join(tensors_list: Sequence[Callable[[], Any]], batch_size: in
     Args:
       tensors_list: a non-empty list of producers.
       batch_size, capacity, min_after_dequeue, seed: as for :func:`shuffle_batch`.
-    """ + _COMMON_ARGS + """
+      enqueue_many, shapes, allow_smaller_final_batch, shared_name, name: as for
+        :func:`shuffle_batch`.
 
     Returns:
       A :class:`Batches`.
@@ -952,7 +964,8 @@ def maybe_shuffle_batch_join(tensors_list: Sequence[Callable[[], Any]], batch_si
       tensors_list, batch_size, capacity, min_after_dequeue, seed: as for
         :func:`shuffle_batch_join`.
       keep_input: as for :func:`maybe_batch`.
-    """ + _COMMON_ARGS + """
+      enqueue_many, shapes, allow_smaller_final_batch, shared_name, name: as for
+        :func:`shuffle_batch`.
 
     Returns:
       A :class:`Batches`.
