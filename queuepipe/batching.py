@@ -510,7 +510,9 @@ class Batches:
                 ...
 
     Several :class:`Batches` on one pipeline: the one that starts the runners stops all of
-    them when it ends; start them yourself (``with qp.running():``) to consume several.
+    them when it ends (and one started later restarts the runners that have ended). Give each
+    its own ``qp.Pipeline()``, as the demo does for training and evaluation, or start them
+    yourself (``with qp.running():``) to consume several together.
     """
 
     def __init__(self, queue: _DeferredQueue, runner: QueueRunner, pipeline: Pipeline,
