@@ -439,3 +439,57 @@ def test_protocol_path_without_fsspec_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"^'s3://b/k' has a protocol and needs fsspec: "
                                           r"pip install queuepipe\[remote\]$"):
         tf_record_iterator("s3://b/k")
+
+
+# -- runs of equal-length records, checked together -------------------------------------------
+
+
+def scan(path, policy, monkeypatch=None, runs=True):
+    """Everything a scanner gives: (offset, record) pairs, then the error or skips at the end."""
+    if not runs:
+        monkeypatch.setattr("queuepipe.records._MIN_RUN", 1 << 30)
+    scanner = RecordScanner(path, corrupt_records=policy)
+    got, error = [], None
+    try:
+        while True:
+            batch = scanner.next_batch(37)
+            if not batch:
+                break
+            got.extend(batch)
+    except DataLossError as e:
+        error = (str(e), e.offset)
+    scanner.close()
+    return got, error, scanner.skipped
+
+
+@pytest.mark.parametrize("damage", ["data", "length_crc", "data_crc", "length", "truncate",
+                                    "odd_one_out", "none"])
+@pytest.mark.parametrize("policy", ["raise", "skip"])
+def test_runs_of_equal_length_records_read_as_one_by_one(tmp_path, monkeypatch, damage, policy):
+    records = [bytes([i]) * 100 for i in range(150)]
+    if damage == "odd_one_out":
+        records[70] = b"x" * 99
+    data = bytearray(b"".join(map(frame, records)))
+    at = 70 * 116  # the record in the middle of a run
+    if damage == "data":
+        data[at + 12 + 50] ^= 0x10
+    elif damage == "length_crc":
+        data[at + 9] ^= 0x01
+    elif damage == "data_crc":
+        data[at + 112] ^= 0x01
+    elif damage == "length":  # another length, with a length checksum that checks out
+        data[at:at + 12] = struct.pack("<QI", 101, masked_crc32c(struct.pack("<Q", 101)))
+    elif damage == "truncate":
+        del data[at + 60:]
+    path = tmp_path / "runs.tfrecord"
+    path.write_bytes(bytes(data))
+    fast = scan(path, policy)
+    assert fast == scan(path, policy, monkeypatch, runs=False)
+    got, error, skipped = fast
+    offsets = [sum(len(r) + 16 for r in records[:i]) for i in range(len(records))]
+    if damage in ("none", "odd_one_out"):
+        assert got == list(zip(offsets, records)) and error is None and skipped == 0
+    elif policy == "raise":
+        assert got == list(zip(offsets, records))[:70] and error is not None
+    else:
+        assert is_subsequence([r for _, r in got], records) and skipped >= 1
