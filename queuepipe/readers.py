@@ -11,7 +11,9 @@ until the file is exhausted, and moves on. Keys are bytes exactly as TensorFlow 
 - :class:`WholeFileReader`: ``b"<file>"``
 
 A reader is thread-safe: one lock serialises its calls, so several runner threads can share one
-reader (each record goes to exactly one of them), as in TensorFlow.
+reader (each record goes to exactly one of them), as in TensorFlow. ``read`` takes a few dozen
+records of its file at once and hands them out one per call without the lock, so threads that
+share a reader do not queue on its lock for every record.
 
 Usage::
 
@@ -23,6 +25,7 @@ Usage::
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 from typing import Any, List, Optional, Tuple
@@ -37,6 +40,9 @@ __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordR
            "WholeFileReader"]
 
 Records = Tuple[List[bytes], List[bytes], bool]  # keys, values, whether the file is finished
+
+# Records a read() takes from its file at once; it hands them out one per call.
+_READ_AHEAD = 64
 
 
 def _filename(item: Any):
@@ -66,7 +72,12 @@ class ReaderBase:
         self._lock = threading.Lock()
         self._work = None  # the file being read, as the queue gave it; None between files
         self._key_prefix = b""
-        self._records_produced = 0
+        # (key, value) records of the current file that read() took ahead and has not returned
+        # yet. Popped without the lock (a deque's popleft is atomic), so that threads sharing a
+        # reader do not queue on its lock for every record.
+        self._ahead: collections.deque = collections.deque()
+        self._ahead_finished = False  # the records ahead end the current file
+        self._records_produced = 0  # records taken from files, those ahead included
         self._work_units_completed = 0
 
     @property
@@ -97,8 +108,31 @@ class ReaderBase:
     # -- the work loop and the public methods ----------------------------------------------
 
     def _read(self, queue, n: int) -> Tuple[List[bytes], List[bytes]]:
-        """TF's ``ReaderBase::ReadUpTo``: records of one file, dequeuing files until some come."""
+        """TF's ``ReaderBase::ReadUpTo``: records of one file, dequeuing files until some come.
+
+        A call for one record (``read``) takes up to ``_READ_AHEAD`` and leaves the rest in
+        ``self._ahead``; every call returns those first. A file whose last records were taken
+        ahead counts as finished when the call after them finds it so, as without read-ahead.
+        """
         with self._lock:
+            keys: List[bytes] = []
+            values: List[bytes] = []
+            while len(keys) < n:  # read() pops without the lock: take until empty
+                try:
+                    key, value = self._ahead.popleft()
+                except IndexError:
+                    break
+                keys.append(key)
+                values.append(value)
+            if len(keys) == n:
+                return keys, values
+            n -= len(keys)
+            if self._ahead_finished:
+                self._ahead_finished = False
+                self._finish_work()
+                self._work_units_completed += 1
+                if keys:
+                    return keys, values
             while True:
                 if self._work is None:
                     filename = _filename(queue.dequeue())
@@ -107,8 +141,16 @@ class ReaderBase:
                     self._key_prefix = os.fsencode(filename)
                 # An error leaves the file current, so the next call raises it again, as in
                 # TensorFlow: a reader never moves silently past damage (reset() drops it).
-                keys, values, finished = self._read_records(n)
-                self._records_produced += len(keys)
+                more_keys, more_values, finished = self._read_records(
+                    _READ_AHEAD if n == 1 and not keys else n)
+                if len(more_keys) > n:
+                    self._ahead.extend(zip(more_keys[n:], more_values[n:]))
+                    self._ahead_finished = finished
+                    finished = False
+                    del more_keys[n:], more_values[n:]
+                self._records_produced += len(more_keys) + len(self._ahead)
+                keys += more_keys
+                values += more_values
                 if finished:
                     self._finish_work()
                     self._work_units_completed += 1
@@ -116,6 +158,8 @@ class ReaderBase:
                     return keys, values
 
     def _finish_work(self) -> None:
+        self._ahead.clear()
+        self._ahead_finished = False
         self._stop()
         self._work = None
 
@@ -137,8 +181,11 @@ class ReaderBase:
           DataLossError: the file is damaged (see each reader). The file stays current and
             every later call raises again, until :meth:`reset`.
         """
-        keys, values = self._read(queue, 1)
-        return keys[0], values[0]
+        try:
+            return self._ahead.popleft()  # taken ahead by an earlier call: no lock needed
+        except IndexError:
+            keys, values = self._read(queue, 1)
+            return keys[0], values[0]
 
     def read_up_to(self, queue, num_records: int) -> Tuple[np.ndarray, np.ndarray]:
         """Returns up to ``num_records`` records, all from one file, as two object arrays.
@@ -163,7 +210,7 @@ class ReaderBase:
 
     def num_records_produced(self) -> int:
         """The records this reader returned since it was made or reset. Never blocks."""
-        return self._records_produced
+        return self._records_produced - len(self._ahead)
 
     def num_work_units_completed(self) -> int:
         """The files this reader finished since it was made or reset. Never blocks."""

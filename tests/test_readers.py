@@ -356,3 +356,27 @@ def test_whole_file_reader(tmp_path, golden_dir):
     assert keys == [lines.encode(), os.fsencode(empty), lines.encode()]
     assert values == [content, b"", content]
     assert (reader.num_records_produced(), reader.num_work_units_completed()) == (3, 3)
+
+
+def test_reads_ahead_yet_counts_and_finishes_files_as_record_by_record(tmp_path, golden_records):
+    paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    for path, records in zip(paths, (golden_records[:30], golden_records[:5])):
+        with TFRecordWriter(path) as w:
+            for record in records:
+                w.write(record)
+    keys = [keys_of(path, offsets_of(golden_records[:n])) for path, n in zip(paths, (30, 5))]
+    reader = TFRecordReader()
+    queue = filename_queue(paths)
+    assert [reader.read(queue) for _ in range(3)] == list(zip(keys[0], golden_records))[:3]
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (3, 0)
+    k, v = reader.read_up_to(queue, 10)  # the records read() took ahead come first
+    assert (list(k), list(v)) == (keys[0][3:13], golden_records[3:13])
+    k, v = reader.read_up_to(queue, 100)  # the rest of the file: finished in this call
+    assert (list(k), list(v)) == (keys[0][13:30], golden_records[13:30])
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (30, 1)
+    got = [reader.read(queue) for _ in range(5)]
+    assert got == list(zip(keys[1], golden_records))
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (35, 1)
+    with pytest.raises(OutOfRangeError):  # the read after the last record finishes the file
+        reader.read(queue)
+    assert (reader.num_records_produced(), reader.num_work_units_completed()) == (35, 2)
