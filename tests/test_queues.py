@@ -839,3 +839,20 @@ def test_fifo_matches_a_list_model(ops):
     q.close()
     rest = q.dequeue_up_to(capacity)[0].tolist() if model else []
     assert rest == model
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_blocked_dequeues_that_need_different_sizes_each_wake_when_theirs_is_there(kind):
+    q = make(kind, 10)
+    many = blocked(q.dequeue_many, 3)
+    one = blocked(q.dequeue)
+    q.enqueue(1)  # enough for the dequeue, not for the dequeue_many
+    assert int(one.finish().result) == 1
+    many.join(0.1)
+    assert many.is_alive()
+    q.enqueue(2)
+    many.join(0.1)
+    assert many.is_alive()
+    q.enqueue_many(np.array([3, 4], dtype=np.int64))
+    assert in_order(kind, many.finish().result, [2, 3, 4])
+    assert q.size() == 0
