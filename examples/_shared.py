@@ -1,14 +1,15 @@
-"""What the examples share: a small NumPy classifier, the IDX reader, and queue reporting.
+"""What the examples share: a small NumPy classifier, and finding the IDX files of a folder.
 
 Not part of queuepipe: the examples import it as a sibling module (``python examples/x.py``
 puts ``examples/`` on ``sys.path``).
 """
 
-import gzip
+import glob
 import os
-import struct
 
 import numpy as np
+
+from queuepipe.convert import find_idx_labels, read_idx
 
 
 class MLP:
@@ -74,79 +75,25 @@ class MLP:
         return loss, correct
 
 
-def read_idx(path):
-    """An IDX file (MNIST/Fashion-MNIST format, raw or gzip) as a uint8 NumPy array.
-
-    Raises:
-      ValueError: the file does not start with an IDX header of unsigned bytes.
-    """
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    zero, kind, rank = struct.unpack(">HBB", data[:4])
-    if zero != 0 or kind != 0x08:
-        raise ValueError(f"{path}: not an IDX file of unsigned bytes (header {data[:4]!r})")
-    shape = struct.unpack(f">{rank}I", data[4:4 + 4 * rank])
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * rank).reshape(shape)
-
-
-def find_idx(idx_dir, stem):
-    """The path of ``<stem>`` or ``<stem>.gz`` (``-`` or ``.`` before ``idx``) in ``idx_dir``.
-
-    Raises:
-      FileNotFoundError: neither exists; the message lists what the folder holds.
-    """
-    for name in (stem, stem + ".gz", stem.replace("-idx", ".idx"),
-                 stem.replace("-idx", ".idx") + ".gz"):
-        path = os.path.join(idx_dir, name)
-        if os.path.exists(path):
-            return path
-    raise FileNotFoundError(
-        f"no {stem}[.gz] in {idx_dir!r} (it holds {sorted(os.listdir(idx_dir))})")
-
-
 def load_idx_dir(idx_dir):
-    """``(train_images, train_labels, test_images, test_labels)`` from an MNIST-style folder;
-    images flattened to rows of uint8. The test pair is None when t10k files are absent."""
-    train = (read_idx(find_idx(idx_dir, "train-images-idx3-ubyte")),
-             read_idx(find_idx(idx_dir, "train-labels-idx1-ubyte")))
-    try:
-        test = (read_idx(find_idx(idx_dir, "t10k-images-idx3-ubyte")),
-                read_idx(find_idx(idx_dir, "t10k-labels-idx1-ubyte")))
-    except FileNotFoundError:
-        test = (None, None)
-    flat = [None if a is None else a.reshape(len(a), -1) for a in (train[0], test[0])]
-    return flat[0], train[1].astype(np.int64), flat[1], \
-        None if test[1] is None else test[1].astype(np.int64)
+    """``(train_images, train_labels, test_images, test_labels)`` from an MNIST-style folder.
 
+    Finds ``train-images*idx3*`` (and ``t10k-images*idx3*`` if there) in ``idx_dir`` and reads
+    each with its label file through :mod:`queuepipe.convert`. Images come flattened to rows of
+    uint8, labels as int64; the test pair is ``(None, None)`` when there are no t10k files.
 
-class FillMeter:
-    """Samples how full a queue is each time the trainer takes a batch."""
-
-    def __init__(self, queue):
-        self.queue = queue
-        self.fractions = []
-
-    def sample(self):
-        self.fractions.append(self.queue.size() / self.queue.capacity)
-
-    def report(self, label="example queue"):
-        """One line: mean fill, and how long the trainer and the producers waited."""
-        stats = self.queue.stats()
-        mean = 100 * float(np.mean(self.fractions)) if self.fractions else 0.0
-        return (f"{label} '{self.queue.name}': {mean:.0f}% full on average (capacity "
-                f"{stats['capacity']}), {stats['dequeued']} elements dequeued; the trainer "
-                f"waited {stats['consumer_wait_secs']:.2f} s for batches, the producers "
-                f"{stats['producer_wait_secs']:.2f} s for room")
-
-
-def queue_table(pipeline):
-    """Lines describing every queue of a pipeline from its ``stats()``."""
-    lines = []
-    for queue in pipeline.queues:
-        s = queue.stats()
-        lines.append(f"  {queue.name:<40} size {s['size']:>5}/{s['capacity']:<6} "
-                     f"in {s['enqueued']:>7} out {s['dequeued']:>7}  "
-                     f"consumers waited {s['consumer_wait_secs']:6.2f} s, "
-                     f"producers {s['producer_wait_secs']:6.2f} s")
-    return lines
+    Raises:
+      FileNotFoundError: ``idx_dir`` holds no training images; the message lists what it holds.
+    """
+    arrays = []
+    for split in ("train", "t10k"):
+        found = sorted(glob.glob(os.path.join(idx_dir, f"{split}-images?idx3-ubyte*")))
+        if not found:
+            if split == "train":
+                raise FileNotFoundError(f"no train-images-idx3-ubyte[.gz] in {idx_dir!r} "
+                                        f"(it holds {sorted(os.listdir(idx_dir))})")
+            arrays += [None, None]
+            continue
+        images, labels = read_idx(found[0]), read_idx(find_idx_labels(found[0]))
+        arrays += [images.reshape(len(images), -1), labels.astype(np.int64)]
+    return tuple(arrays)

@@ -27,7 +27,9 @@ import time
 import numpy as np
 
 import queuepipe as qp
-from _shared import MLP, FillMeter, load_idx_dir, queue_table
+from _shared import MLP, load_idx_dir
+from digits import load_digits
+from queuepipe.monitor import QueueMonitor
 
 FEATURES = {"image": qp.io.FixedLenFeature([], qp.string),
             "label": qp.io.FixedLenFeature([], qp.int64)}
@@ -41,11 +43,7 @@ def load_data(args):
         description = f"IDX files in {args.idx_dir}"
         pixel_max = 255.0
     else:
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        x = digits.images.reshape(len(digits.images), -1).astype(np.uint8)  # values 0..16
-        y = digits.target.astype(np.int64)
+        x, y = load_digits()  # pixel values 0..16
         test_x = test_y = None
         description = "scikit-learn's 8x8 handwritten digits"
         pixel_max = 16.0
@@ -99,11 +97,12 @@ def train(args, paths, n_train, n_features, pixel_max):
             enqueue_many=True, allow_smaller_final_batch=True)
     model = MLP(n_features, 10, hidden=args.hidden, learning_rate=args.learning_rate,
                 seed=args.seed)
-    meter = FillMeter(batches.queue)
+    # One sample per batch: keep them all.
+    monitor = QueueMonitor(pipeline, history_size=args.epochs * n_train // args.batch_size + 2)
     epochs, seen, loss_sum, correct, started = [], 0, 0.0, 0, time.perf_counter()
     with batches:  # starts the runners on the first batch, stops them at the end
         for images, labels in batches:
-            meter.sample()
+            monitor.sample()  # how full every queue is each time the trainer takes a batch
             loss, right = model.train_step(images, labels)
             loss_sum += loss * len(labels)
             correct += right
@@ -117,9 +116,9 @@ def train(args, paths, n_train, n_features, pixel_max):
                 loss_sum, correct = 0.0, 0
     seconds = time.perf_counter() - started
     print(f"trained on {seen} examples in {seconds:.2f} s ({seen / seconds:,.0f} examples/s)")
-    print(meter.report("the shuffle queue"))
-    print("every queue of the training pipeline at the end:")
-    print("\n".join(queue_table(pipeline)))
+    print("how full the queues of the training pipeline were, sampled at every batch:")
+    print(monitor.table())
+    print(monitor.input_bound())
     return model, epochs
 
 

@@ -24,6 +24,15 @@ FEATURES = {"image": qp.io.FixedLenFeature([64], qp.float32),
             "label": qp.io.FixedLenFeature([], qp.int64)}
 
 
+def load_digits() -> Tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1797 digits: images ``(N, 64)`` uint8 in 0..16, labels ``(N,)`` int64."""
+    from sklearn.datasets import load_digits as sklearn_digits  # pip install queuepipe[demo]
+
+    digits = sklearn_digits()
+    return (digits.images.reshape(len(digits.images), -1).astype(np.uint8),
+            digits.target.astype(np.int64))
+
+
 def write_digits(folder: str, num_shards: int = 4,
                  test_size: int = 297) -> Tuple[List[str], Tuple[np.ndarray, np.ndarray]]:
     """Writes the training digits as shards in ``folder``.
@@ -31,11 +40,8 @@ def write_digits(folder: str, num_shards: int = 4,
     Returns:
       The shard paths, and the held-out ``(images, labels)``: images ``(N, 64)`` float32.
     """
-    from sklearn.datasets import load_digits  # pip install queuepipe[demo]
-
-    digits = load_digits()
-    images = (digits.images / 16.0).astype(np.float32).reshape(-1, 64)
-    labels = digits.target.astype(np.int64)
+    pixels, labels = load_digits()
+    images = (pixels / 16.0).astype(np.float32)
     order = np.random.default_rng(0).permutation(len(labels))
     test, train = order[:test_size], order[test_size:]
     paths = qp.write_shards({"image": images[train], "label": labels[train]}, folder,

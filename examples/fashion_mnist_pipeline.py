@@ -31,7 +31,8 @@ import time
 import numpy as np
 
 import queuepipe as qp
-from _shared import MLP, FillMeter, load_idx_dir
+from _shared import MLP, load_idx_dir
+from queuepipe.monitor import QueueMonitor
 
 
 def synthetic_fashion_mnist(n, seed):
@@ -121,21 +122,23 @@ def main(argv=None):
 
         model = MLP(784, 10, hidden=args.hidden, learning_rate=args.learning_rate,
                     seed=args.seed)
-        with qp.Pipeline().as_default():
+        pipeline = qp.Pipeline()
+        with pipeline.as_default():
             batches = inputs(train_path, args.batch_size, args.epochs, True, args.seed)
-        meter = FillMeter(batches.queue)
-        started, step = time.perf_counter(), 0
+        started, step, seen = time.perf_counter(), 0, 0
+        monitor = QueueMonitor(pipeline)
         with batches:
             for images, labels in batches:
-                meter.sample()
+                monitor.sample()  # how full the queues are each time a batch is taken
                 loss, correct = model.train_step(images, labels)
                 step += 1
+                seen += len(labels)
                 if step % 20 == 0:
                     print(f"step {step:4d}: loss {loss:.3f}, batch accuracy "
                           f"{correct / len(labels):.2f}")
         seconds = time.perf_counter() - started
-        print(f"{step} steps, {args.epochs} epochs in {seconds:.1f} s")
-        print(meter.report())
+        print(f"{step} steps, {seen} examples, {args.epochs} epochs in {seconds:.1f} s")
+        print(monitor.table())
 
         with qp.Pipeline().as_default():
             test_batches = inputs(test_path, 500, 1, False, args.seed)

@@ -23,7 +23,7 @@ from collections import Counter
 import numpy as np
 
 import queuepipe as qp
-from _shared import FillMeter, queue_table
+from queuepipe.monitor import QueueMonitor
 
 FEATURES = {"id": qp.io.FixedLenFeature([], qp.int64),
             "vector": qp.io.FixedLenFeature([8], qp.float32)}
@@ -71,12 +71,12 @@ def main(argv=None):
                 [read_chunk(filename_queue, 256) for _ in range(args.readers)],
                 args.batch_size, capacity=4000, min_after_dequeue=2000, seed=args.seed,
                 enqueue_many=True, allow_smaller_final_batch=True)
-        meter = FillMeter(batches.queue)
         seen = Counter()
         started = time.perf_counter()
+        monitor = QueueMonitor(pipeline)
         with qp.running(pipeline):
             for batch in batches:
-                meter.sample()
+                monitor.sample()  # how full the queues are each time a batch is taken
                 seen.update(batch["id"].tolist())
                 np.testing.assert_array_equal(batch["vector"], columns["vector"][batch["id"]])
         seconds = time.perf_counter() - started
@@ -85,8 +85,7 @@ def main(argv=None):
     print(f"read {total} records in {seconds:.2f} s ({total / seconds:,.0f} records/s) with "
           f"{args.readers} reader threads")
     print(f"every record of every epoch exactly once: {exactly_once}")
-    print(meter.report())
-    print("\n".join(queue_table(pipeline)))
+    print(monitor.table())
     return {"records": total, "exactly_once": exactly_once}
 
 
