@@ -597,10 +597,111 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     return {key: _unbatch(value) for key, value in batch.items()}
 
 
+class _SinglePlan:
+    """How to take apart, without protobuf, one record laid out as a template of its length.
+
+    Built from the template's :class:`~queuepipe.protos._layout.Layout` when every feature is
+    a FixedLenFeature present there with the right list and count. :meth:`parse` checks the
+    record's structure bytes against the template's in plain Python (as ``Layout.matches``
+    does for a batch) and slices the values out.
+    """
+
+    __slots__ = ("runs", "bits", "readers")
+
+    def __init__(self, layout, features):
+        self.runs, self.bits = layout.record_checks()
+        self.readers = [(feature.key, feature, layout.features[feature.key])
+                        for feature in features]
+
+    @classmethod
+    def build(cls, data, features):
+        """The plan of records laid out as ``data``, or None if they take the other path."""
+        if any(feature.kind != _FIXED for feature in features):
+            return None
+        layout = _layout.example_layout(data, tuple(feature.key for feature in features))
+        if layout is None:
+            return None
+        for feature in features:
+            values = layout.features.get(feature.key)
+            if values is None or values.list_name != feature.list_name \
+                    or values.count != feature.size:
+                return None
+            if values.list_name == "float_list" and values.count and \
+                    values.float_columns[-1] - values.float_columns[0] != 4 * values.count - 1:
+                return None  # unpacked floats: protobuf gathers them
+        return cls(layout, features)
+
+    def parse(self, data):
+        """The outputs for ``data`` (of the template's length), or None if it differs."""
+        for start, stop, expected in self.runs:
+            if data[start:stop] != expected:
+                return None
+        for pos, bit in self.bits:
+            if data[pos] & 0x80 != bit:
+                return None
+        out = {}
+        for key, feature, values in self.readers:
+            if values.list_name == "bytes_list":
+                items = [data[start:start + size] for start, size in values.spans]
+                out[key] = items[0] if not feature.shape else feature.values(items).reshape(
+                    feature.shape)
+            elif values.list_name == "int64_list":
+                items = [_varint_int64(data, start, size) for start, size in values.varints]
+                out[key] = (np.int64(items[0]) if not feature.shape
+                            else np.array(items, dtype=np.int64).reshape(feature.shape))
+            else:
+                start = values.float_columns[0] if values.count else 0
+                array = np.frombuffer(bytearray(data[start:start + 4 * values.count]),
+                                      dtype="<f4").astype(np.float32, copy=False)
+                out[key] = array[0] if not feature.shape else array.reshape(feature.shape)
+        return out
+
+
+def _varint_int64(data, start, size):
+    """The varint of ``size`` bytes at ``start`` as a signed 64-bit int (as protobuf reads it)."""
+    value = 0
+    for shift, byte in enumerate(data[start:start + size]):
+        value |= (byte & 0x7F) << (7 * shift)
+    value &= 0xFFFFFFFFFFFFFFFF
+    return value - (1 << 64) if value >> 63 else value
+
+
+# id(normalized features) -> (those features, {record length: _SinglePlan, None, or _SEEN_ONCE})
+_PLANS: Dict[int, Tuple[List[_Feature], Dict[int, Any]]] = {}
+_SEEN_ONCE = object()  # a length seen once: a plan is built the second time, not for one-offs
+
+
+def _single_plan(data, features):
+    """The plan for a record of ``data``'s length under ``features``, or None."""
+    entry = _PLANS.get(id(features))
+    if entry is None or entry[0] is not features:  # the identity check guards a reused id
+        if len(_PLANS) >= _MAX_LAYOUTS:
+            _PLANS.clear()
+        entry = _PLANS[id(features)] = (features, {})
+    plans = entry[1]
+    plan = plans.get(len(data))
+    if plan is None or plan is _SEEN_ONCE:
+        if plan is None and len(data) in plans:  # no plan for this length
+            return None
+        if len(plans) >= _MAX_LAYOUTS:
+            plans.clear()
+        plans[len(data)] = plan = (_SinglePlan.build(data, features) if plan is _SEEN_ONCE
+                                   else _SEEN_ONCE)
+        if plan is _SEEN_ONCE:
+            return None
+    return plan
+
+
 def _parse_single_plain(data, features):
     """The outputs of one record whose FixedLenFeatures are all present with the right list
-    and count (the common case), built straight from the protobuf message; None otherwise,
+    and count (the common case): sliced out by a :class:`_SinglePlan` when records of its
+    length share a layout, else built straight from the protobuf message; None otherwise,
     for the general path to handle (defaults, other kinds, errors with TF's words)."""
+    plan = _single_plan(data, features)
+    if plan is not None:
+        out = plan.parse(data)
+        if out is not None:
+            return out
     example, _, decode_error = _PROTOBUF or _protobuf()
     try:
         fmap = example.FromString(data).features.feature

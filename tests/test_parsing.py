@@ -1,6 +1,5 @@
 """Tests of queuepipe.parsing against TensorFlow 2.21's outputs and errors (shared/golden)."""
 
-import json
 import os
 import struct
 
@@ -19,16 +18,11 @@ from queuepipe.records import tf_record_iterator
 # --- Golden data ----------------------------------------------------------------------------
 
 @pytest.fixture
-def golden(golden_dir):
+def golden(golden_dir, manifest, golden_records):
     """(manifest, expected outputs, the 40 serialized golden Examples, the folder)."""
-    path = golden_dir
-    with open(os.path.join(path, "manifest.json")) as f:
-        manifest = json.load(f)
     # Object arrays (TF's string outputs) are pickled in the npz; the file is ours to trust.
-    expected = np.load(os.path.join(path, "expected.npz"), allow_pickle=True)
-    count = manifest["files"]["examples.tfrecord"]["records"]
-    raw = [expected[f"raw.examples.{i}"].tobytes() for i in range(count)]
-    return manifest, expected, raw, path
+    expected = np.load(os.path.join(golden_dir, "expected.npz"), allow_pickle=True)
+    return manifest, expected, golden_records, golden_dir
 
 
 def _spec(feature):
@@ -582,3 +576,35 @@ def test_make_example_values_come_back_from_parse_example(dicts):
     for key, sparse in outcome.items():
         want = [v for values in dicts * 2 for v in values.get(key, [])]
         assert sparse.values.tolist() == want
+
+
+def _single_by_protobuf(record, spec):
+    batch = parsing._parse_batch([record], parsing._example_features(spec), None, fast=False)
+    return {key: parsing._unbatch(value) for key, value in batch.items()}
+
+
+def test_parse_single_example_slices_records_of_a_seen_layout_as_protobuf_parses_them():
+    rng = np.random.default_rng(3)
+    spec = {"image": qp.FixedLenFeature([], qp.string), "label": qp.FixedLenFeature([], qp.int64),
+            "xy": qp.FixedLenFeature([2, 2], qp.float32),
+            "ids": qp.FixedLenFeature([3], qp.int64), "tags": qp.FixedLenFeature([2], qp.string)}
+    records = [make_example({
+        "image": rng.bytes(16), "label": int(rng.integers(0, 100)),
+        "xy": rng.standard_normal(4).astype(np.float32), "tags": [rng.bytes(3), rng.bytes(3)],
+        "ids": [int(rng.integers(0, 100)), -2**63, 2**63 - 1]}).SerializeToString()
+        for _ in range(40)]
+    # The same length, another layout: the label's varint a byte longer, the image a byte shorter.
+    records.append(make_example({"image": b"x" * 15, "label": 300, "xy": np.zeros(4, np.float32),
+                                 "tags": [b"abc", b"def"], "ids": [1, -2**63, 2**63 - 1]})
+                   .SerializeToString())
+    assert len(set(map(len, records))) == 1
+    for record in records + records:  # the second time round, a plan serves each length
+        got, want = qp.parse_single_example(record, spec), _single_by_protobuf(record, spec)
+        assert sorted(got) == sorted(want)
+        for key in spec:
+            assert type(got[key]) is type(want[key]), key
+            assert np.shape(got[key]) == np.shape(want[key]), key
+            assert getattr(got[key], "dtype", None) == getattr(want[key], "dtype", None), key
+            np.testing.assert_array_equal(got[key], want[key])
+    plans = parsing._PLANS[id(parsing._example_features(spec))][1]
+    assert any(isinstance(plan, parsing._SinglePlan) for plan in plans.values())

@@ -132,6 +132,27 @@ class Layout:
         """Which rows of ``block`` (uint8 ``[rows, len(template)]``) share this layout."""
         return ((block[:, self._columns] & self._pins) == self._expected).all(axis=1)
 
+    def record_checks(self):
+        """The same test for one record, in plain Python: ``(runs, bits)``.
+
+        A record of the template's length shares the layout when ``data[start:stop] ==
+        expected`` for every ``(start, stop, expected)`` of ``runs`` and ``data[pos] & 0x80 ==
+        bit`` for every ``(pos, bit)`` of ``bits`` (the continuation bits of varint values).
+        """
+        columns = self._columns.tolist()
+        expected = self._expected.tobytes()
+        runs, bits = [], []
+        for i, (column, pin) in enumerate(zip(columns, self._pins.tolist())):
+            if pin != 0xFF:
+                bits.append((column, expected[i]))
+            elif runs and runs[-1][1] == column:
+                runs[-1][1] = column + 1
+                runs[-1][2] = i
+            else:
+                runs.append([column, column + 1, i, i])  # start, stop, last and first index
+        return ([(start, stop, expected[first:last + 1]) for start, stop, last, first in runs],
+                bits)
+
 
 def example_layout(data, keys):
     """Walks the serialized Example ``data``; returns its :class:`Layout`, or None.
