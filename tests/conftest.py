@@ -1,13 +1,17 @@
-"""Fixtures every test gets: no thread may outlive its test, and hypothesis is deterministic.
+"""Fixtures every test gets: no thread may outlive its test, and hypothesis is deterministic;
+and the golden files TensorFlow wrote, for the tests that ask for them.
 
 The per-test timeout (pytest-timeout, ``timeout`` in setup.cfg) turns a deadlock into one
-failed test instead of a hung CI run.
+failed test instead of a hung CI run. Plain helper functions shared by several test modules
+are in ``helpers.py``.
 """
 
+import json
 import os
 import threading
 import time
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -44,3 +48,18 @@ def golden_dir():
     if not os.path.isdir(path):
         pytest.fail(f"golden files missing at {path}: shared/ must sit beside the checkout")
     return path
+
+
+@pytest.fixture
+def manifest(golden_dir):
+    """The golden files' ``manifest.json``: what TensorFlow wrote, and the cases it ran."""
+    with open(os.path.join(golden_dir, "manifest.json")) as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def golden_records(golden_dir, manifest):
+    """The serialized Examples of TensorFlow's ``examples.tfrecord`` (40 of them), as bytes."""
+    count = manifest["files"]["examples.tfrecord"]["records"]
+    with np.load(os.path.join(golden_dir, "expected.npz")) as expected:
+        return [expected[f"raw.examples.{i}"].tobytes() for i in range(count)]

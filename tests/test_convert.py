@@ -5,37 +5,12 @@ import struct
 
 import numpy as np
 import pytest
+from helpers import IMAGE_SPEC, mnist_like, write_idx
 
 import queuepipe as qp
 from queuepipe.convert import (csv_column_types, csv_examples, examples_from, find_idx_labels,
                                guess_format, idx_examples, npz_examples, read_idx)
 from queuepipe.errors import DataLossError, InvalidArgumentError
-
-
-def write_idx(path, array, compress=False):
-    """Writes ``array`` as an IDX file (big-endian), the way MNIST's files are made."""
-    codes = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(np.int16): 0x0B,
-             np.dtype(np.int32): 0x0C, np.dtype(np.float32): 0x0D, np.dtype(np.float64): 0x0E}
-    header = bytes([0, 0, codes[array.dtype], array.ndim])
-    header += struct.pack(f">{array.ndim}I", *array.shape)
-    data = header + array.astype(array.dtype.newbyteorder(">")).tobytes()
-    with open(path, "wb") as f:
-        f.write(gzip.compress(data) if compress else data)
-    return str(path)
-
-
-def mnist_like(tmp_path, n=5, compress=True):
-    rng = np.random.default_rng(1)
-    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
-    labels = rng.integers(0, 10, size=n, dtype=np.uint8)
-    suffix = ".gz" if compress else ""
-    images_path = write_idx(tmp_path / f"train-images-idx3-ubyte{suffix}", images, compress)
-    labels_path = write_idx(tmp_path / f"train-labels-idx1-ubyte{suffix}", labels, compress)
-    return images, labels, images_path, labels_path
-
-
-IMAGE_SPEC = {"image": qp.io.FixedLenFeature([], qp.string),
-              "label": qp.io.FixedLenFeature([], qp.int64)}
 
 
 # -- IDX -----------------------------------------------------------------------------------

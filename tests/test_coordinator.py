@@ -3,37 +3,14 @@
 import _thread
 import re
 import sys
-import textwrap
 import threading
-import time
 
 import pytest
+from helpers import usage_block, wait_until
 
 import queuepipe as qp
 from queuepipe.coordinator import Coordinator, LooperThread
 from queuepipe.errors import OutOfRangeError
-
-
-def wait_until(condition, timeout=10.0):
-    """Polls ``condition`` until it is true; fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail("condition not reached before the deadline")
-        time.sleep(0.001)
-
-
-def usage_block(obj):
-    """The runnable code block (``.. code-block:: python``) of ``obj``'s docstring."""
-    lines = obj.__doc__.split(".. code-block:: python", 1)[1].splitlines()[1:]
-    first = next(line for line in lines if line.strip())
-    indent = len(first) - len(first.lstrip())
-    block = []
-    for line in lines:
-        if line.strip() and len(line) - len(line.lstrip()) < indent:
-            break
-        block.append(line)
-    return textwrap.dedent("\n".join(block))
 
 
 def test_namespaces_export_coordinator():

@@ -1,15 +1,14 @@
 """Runs every example script as a user would (a subprocess), with small sizes, and checks
 what it prints: the demo must learn, the pipelines must deliver every record once."""
 
-import gzip
 import os
 import re
-import struct
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import write_idx
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
 # The scripts run here. The framework examples (torch_cnn.py, keras_model.py, jax_model.py and
@@ -32,14 +31,6 @@ def number_after(label, text):
     return float(match.group(1))
 
 
-def write_idx(path, array):
-    """Writes a uint8 array as a gzip IDX file, the (Fashion-)MNIST format."""
-    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I",
-                                                                      *array.shape)
-    with gzip.open(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
-
-
 @pytest.fixture(scope="module")
 def idx_dir(tmp_path_factory):
     """MNIST-format files of learnable 28x28 images: 10 class patterns plus noise."""
@@ -49,8 +40,8 @@ def idx_dir(tmp_path_factory):
     for split, n in (("train", 800), ("t10k", 200)):
         labels = rng.integers(0, 10, n)
         images = np.clip(patterns[labels] + rng.normal(0, 60, (n, 28, 28)), 0, 255)
-        write_idx(out / f"{split}-images-idx3-ubyte.gz", images)
-        write_idx(out / f"{split}-labels-idx1-ubyte.gz", labels)
+        write_idx(out / f"{split}-images-idx3-ubyte.gz", images.astype(np.uint8), compress=True)
+        write_idx(out / f"{split}-labels-idx1-ubyte.gz", labels.astype(np.uint8), compress=True)
     return str(out)
 
 

@@ -3,23 +3,14 @@
 import contextlib
 import re
 import threading
-import time
 
 import pytest
+from helpers import wait_until
 
 import queuepipe as qp
 from queuepipe.monitor import QueueMonitor, Sample
 
 CAPACITY = 4
-
-
-def wait_until(condition, what, timeout=10.0):
-    """Polls ``condition`` until it holds; fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting until {what}")
-        time.sleep(0.005)
 
 
 @contextlib.contextmanager

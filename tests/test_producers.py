@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from test_coordinator import usage_block
+from helpers import usage_block
 
 import queuepipe as qp
 from queuepipe.coordinator import Coordinator

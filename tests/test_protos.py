@@ -50,12 +50,6 @@ def _map_entries(example_bytes):
     return Counter(piece for _, piece in _fields(features[body_start:]))
 
 
-def _golden_examples(golden_dir):
-    expected = np.load(os.path.join(golden_dir, "expected.npz"))
-    count = sum(1 for key in expected.files if key.startswith("raw.examples."))
-    return [expected[f"raw.examples.{i}"].tobytes() for i in range(count)]
-
-
 def test_names_field_numbers_and_encodings_match_tensorflow():
     assert Example.DESCRIPTOR.full_name == "tensorflow.Example"
     assert Example.DESCRIPTOR.file.name == "tensorflow/core/example/example.proto"
@@ -91,10 +85,10 @@ def test_unpacked_repeated_scalars_are_accepted():
     assert list(FloatList.FromString(b"\x0d\x00\x00\xc0\x3f").value) == [1.5]
 
 
-def test_parses_tensorflow_golden_examples_and_reserializes_every_entry_identically(golden_dir):
-    raw = _golden_examples(golden_dir)
-    assert len(raw) == 40
-    for data in raw:
+def test_parses_tensorflow_golden_examples_and_reserializes_every_entry_identically(
+        golden_records):
+    assert len(golden_records) == 40
+    for data in golden_records:
         example = Example.FromString(data)
         again = example.SerializeToString()
         # TF writes map entries in its hash map's order, protobuf-python in its own: the
@@ -104,7 +98,7 @@ def test_parses_tensorflow_golden_examples_and_reserializes_every_entry_identica
         # (Bytes, not ==: a NaN float makes older protobufs' == false.)
         assert Example.FromString(again).SerializeToString(deterministic=True) == (
             example.SerializeToString(deterministic=True))
-    first = Example.FromString(raw[0]).features.feature
+    first = Example.FromString(golden_records[0]).features.feature
     assert list(first["id"].int64_list.value) == [0]
     assert list(first["big"].int64_list.value) == [2**63 - 1, -2**63, -1, 0]
     assert first["name"].bytes_list.value[0] == "ex-0-é✓".encode("utf-8")

@@ -2,7 +2,6 @@
 
 import collections
 import gzip
-import json
 import os
 import threading
 import zlib
@@ -39,18 +38,6 @@ class StubQueue:
         if not self._items:
             raise OutOfRangeError("no more items")
         return self._items.popleft()
-
-
-@pytest.fixture
-def golden_records(golden_dir):
-    with np.load(os.path.join(golden_dir, "expected.npz")) as expected:
-        return [expected[f"raw.examples.{i}"].tobytes() for i in range(40)]
-
-
-@pytest.fixture
-def manifest(golden_dir):
-    with open(os.path.join(golden_dir, "manifest.json")) as f:
-        return json.load(f)
 
 
 def offsets_of(records):

@@ -2,7 +2,6 @@
 
 import gzip
 import io
-import json
 import logging
 import os
 import struct
@@ -26,19 +25,6 @@ from queuepipe.records import (
 COMPRESSIONS = ["", "GZIP", "ZLIB"]
 GOLDEN_FILES = {"": "examples.tfrecord", "GZIP": "examples.gz.tfrecord",
                 "ZLIB": "examples.zlib.tfrecord"}
-
-
-@pytest.fixture
-def golden_records(golden_dir):
-    """The 40 serialized Examples TensorFlow wrote, as bytes."""
-    with np.load(os.path.join(golden_dir, "expected.npz")) as expected:
-        return [expected[f"raw.examples.{i}"].tobytes() for i in range(40)]
-
-
-@pytest.fixture
-def manifest(golden_dir):
-    with open(os.path.join(golden_dir, "manifest.json")) as f:
-        return json.load(f)
 
 
 def write(path, records, options=None):

@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 
 import pytest
-from test_coordinator import usage_block, wait_until  # shared test helpers
+from helpers import usage_block, wait_until
 
 import queuepipe as qp
 from queuepipe.coordinator import Coordinator

@@ -1,0 +1,72 @@
+"""Plain helpers several test modules share (fixtures live in conftest.py).
+
+Tests import them as ``from helpers import wait_until``: pytest puts ``tests/`` on ``sys.path``.
+"""
+
+import gzip
+import struct
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+
+# The features of the Examples queuepipe.convert makes from IDX files.
+IMAGE_SPEC = {"image": qp.io.FixedLenFeature([], qp.string),
+              "label": qp.io.FixedLenFeature([], qp.int64)}
+
+_IDX_TYPE_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(np.int16): 0x0B,
+                   np.dtype(np.int32): 0x0C, np.dtype(np.float32): 0x0D,
+                   np.dtype(np.float64): 0x0E}
+
+
+def wait_until(condition, what="the condition held", timeout=10.0):
+    """Polls ``condition`` until it is true; fails the test after ``timeout`` seconds.
+
+    ``what`` completes "timed out waiting until ..." in the failure message.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting until {what}")
+        time.sleep(0.002)
+
+
+def usage_block(obj):
+    """The runnable code block (``.. code-block:: python``) of ``obj``'s docstring."""
+    lines = obj.__doc__.split(".. code-block:: python", 1)[1].splitlines()[1:]
+    first = next(line for line in lines if line.strip())
+    indent = len(first) - len(first.lstrip())
+    block = []
+    for line in lines:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        block.append(line)
+    return textwrap.dedent("\n".join(block))
+
+
+def write_idx(path, array, compress=False):
+    """Writes ``array`` as an IDX file (big-endian), the way MNIST's files are made."""
+    header = bytes([0, 0, _IDX_TYPE_CODES[array.dtype], array.ndim])
+    header += struct.pack(f">{array.ndim}I", *array.shape)
+    data = header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+    with open(path, "wb") as f:
+        f.write(gzip.compress(data) if compress else data)
+    return str(path)
+
+
+def mnist_like(tmp_path, n=5, compress=True):
+    """``n`` random 28x28 images and labels written as MNIST's training pair in ``tmp_path``.
+
+    Returns:
+      ``(images, labels, images_path, labels_path)``.
+    """
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=n, dtype=np.uint8)
+    suffix = ".gz" if compress else ""
+    images_path = write_idx(tmp_path / f"train-images-idx3-ubyte{suffix}", images, compress)
+    labels_path = write_idx(tmp_path / f"train-labels-idx1-ubyte{suffix}", labels, compress)
+    return images, labels, images_path, labels_path
