@@ -51,6 +51,14 @@ class MLP:
         """The predicted class of each row of ``x`` (float32, already scaled)."""
         return self._forward(x)[-1].argmax(axis=1)
 
+    def accuracy(self, batches):
+        """``(share of correct predictions, number of examples)`` over ``(x, y)`` batches."""
+        correct = total = 0
+        for x, y in batches:
+            correct += int((self.predict(x) == y).sum())
+            total += len(y)
+        return correct / total, total
+
     def train_step(self, x, y):
         """One SGD step on a batch; returns ``(mean loss, number of correct predictions)``."""
         activations = self._forward(x)

@@ -129,11 +129,7 @@ def evaluate(model, paths, pixel_max):
                                                    name="heldout_files")
         batches = qp.train.batch(chunk_producer(filenames, pixel_max), 256, enqueue_many=True,
                                  allow_smaller_final_batch=True)
-        correct = total = 0
-        for images, labels in batches:
-            correct += int((model.predict(images) == labels).sum())
-            total += len(labels)
-    return correct / total, total
+        return model.accuracy(batches)
 
 
 def parse_args(argv):

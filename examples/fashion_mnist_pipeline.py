@@ -142,12 +142,9 @@ def main(argv=None):
 
         with qp.Pipeline().as_default():
             test_batches = inputs(test_path, 500, 1, False, args.seed)
-        right = total = 0
-        for images, labels in test_batches:
-            right += int((model.predict(images) == labels).sum())
-            total += len(labels)
-    print(f"test accuracy: {right / total:.4f} on {total} images")
-    return {"test_accuracy": right / total, "steps": step}
+        accuracy, total = model.accuracy(test_batches)
+    print(f"test accuracy: {accuracy:.4f} on {total} images")
+    return {"test_accuracy": accuracy, "steps": step}
 
 
 if __name__ == "__main__":
