@@ -14,7 +14,15 @@ Usage::
     assert Example.FromString(data).features.feature["label"].int64_list.value == [3]
 """
 
+from typing import TYPE_CHECKING
+
 from queuepipe._lazy import namespace, table_of
+
+if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names load lazily
+    from queuepipe.protos._make import make_example, make_sequence_example
+    from queuepipe.protos._messages import (BytesList, Example, Feature, FeatureList,
+                                            FeatureLists, Features, FloatList, Int64List,
+                                            SequenceExample)
 
 # Imported on first use: building the messages imports protobuf (about 30 ms), which a
 # pipeline whose records all take parse_example's layout path never needs.
