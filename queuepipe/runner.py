@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Type
 
 from queuepipe.coordinator import Coordinator
@@ -361,6 +362,11 @@ def start_queue_runners(coord: Optional[Coordinator] = None, daemon: bool = True
 
     Returns:
       The threads created, for ``coord.join(threads)``.
+
+    Raises:
+      BaseException: whatever interrupted the start (``KeyboardInterrupt``, a thread that
+        could not start), after the threads already running were stopped (``coord`` told to
+        stop, every runner's cancel op run) and joined, so that none outlives the call.
     """
     pipeline = pipeline if pipeline is not None else get_default_pipeline()
     runners = pipeline.queue_runners
@@ -369,6 +375,29 @@ def start_queue_runners(coord: Optional[Coordinator] = None, daemon: bool = True
                      "started; build the producers inside `with pipeline.as_default():` or "
                      "pass that pipeline as `pipeline=`")
     threads: List[threading.Thread] = []
-    for qr in runners:
-        threads.extend(qr.create_threads(coord, daemon=daemon, start=start))
+    try:
+        for qr in runners:
+            threads.extend(qr.create_threads(coord, daemon=daemon, start=start))
+    except BaseException:
+        # Ctrl-C (or a failed thread start) part-way: the caller never gets the threads to
+        # stop, so stop the ones already running here.
+        _stop_started(runners, coord, threads)
+        raise
     return threads
+
+
+# How long start_queue_runners waits for the threads it started when starting was interrupted.
+_START_ABORT_GRACE_SECS = 10.0
+
+
+def _stop_started(runners: List[QueueRunner], coord: Optional[Coordinator],
+                  threads: List[threading.Thread]) -> None:
+    """Stops and joins the threads of an interrupted :func:`start_queue_runners`."""
+    if coord is not None:
+        coord.request_stop()
+    for qr in runners:
+        _run_ignoring_errors(qr.cancel_op, f"cancel op of queue '{qr.name}'")
+    deadline = time.monotonic() + _START_ABORT_GRACE_SECS
+    for thread in threads:
+        if thread.is_alive():
+            thread.join(max(0.0, deadline - time.monotonic()))
