@@ -77,6 +77,10 @@ STOP_GRACE_PERIOD_SECS = 10.0
 # Longest single wait, so that Ctrl-C reaches a waiting main thread promptly on every platform.
 _WAIT_SLICE_SECS = 0.1
 
+# The most elements a runner thread of a one-element batching function produces before it puts
+# them in one step (fewer when the queue has less room, or a consumer waits).
+_GROUP_SIZE = 32
+
 _scope_counter: Dict[str, "itertools.count[int]"] = {}
 _scope_lock = threading.Lock()
 
@@ -446,7 +450,17 @@ class _DeferredQueue:
 
 
 class _EnqueueOp:
-    """One enqueue op of a batching runner: call the producer, filter, enqueue."""
+    """One enqueue op of a batching runner: call the producer, filter, enqueue.
+
+    With one-element producers, one call of the op produces a group of elements (up to
+    ``_GROUP_SIZE``, no more than the queue has room for) and puts them in one step, under
+    one lock with one wake-up: per element, that lock, the wake-up check and the thread
+    hand-overs cost as much as reading the record. Each element is checked as ``enqueue``
+    checks it as soon as it is produced and goes to the queue's stage (``_add_stage``), where
+    a waiting dequeue takes it even while the producer's next call blocks. When the producer
+    raises (``OutOfRangeError`` at the end of the input, or any error), the elements already
+    produced are put first, so every element still arrives exactly once.
+    """
 
     def __init__(self, producer: Callable[[], Any], queue: _DeferredQueue,
                  structure: _Structure, enqueue_many: bool, keep_input: Any) -> None:
@@ -455,8 +469,12 @@ class _EnqueueOp:
         self._structure = structure
         self._enqueue_many = enqueue_many
         self._keep_input = keep_input
+        self._stage: Any = None  # this op's stage on the real queue, from the first element
 
     def __call__(self) -> None:
+        if not self._enqueue_many:
+            self._produce_group()
+            return
         element = self._producer()
         vals = self._structure.to_queue(element)
         keep = self._keep_input
@@ -465,12 +483,33 @@ class _EnqueueOp:
         if keep is False:
             return
         if keep is True:
-            if self._enqueue_many:
-                self._queue.enqueue_many(vals)
-            else:
-                self._queue.enqueue(vals)
+            self._queue.enqueue_many(vals)
             return
         self._queue.enqueue_many(self._filter(vals, keep))
+
+    def _produce_group(self) -> None:
+        """Produces up to ``_GROUP_SIZE`` elements, then puts the kept ones (blocking while
+        the queue is full, as ``enqueue``); also when the producer raises, before its
+        exception propagates."""
+        real = self._queue._queue
+        group = 1 if real is None else max(1, min(_GROUP_SIZE, real.capacity - real.size()))
+        try:
+            for _ in range(group):
+                element = self._producer()
+                vals = self._structure.to_queue(element)
+                keep = self._keep_input
+                if callable(keep):
+                    keep = _check_keep_input(keep(element), False)
+                if keep is False:
+                    continue
+                real = self._queue._real(vals)
+                if self._stage is None:
+                    self._stage = real._add_stage()
+                self._stage.append(real._element(vals))
+                real._staged()
+        finally:
+            if self._stage:
+                real._put_staged(self._stage)
 
     @staticmethod
     def _filter(vals: Any, mask: np.ndarray) -> Any:

@@ -237,6 +237,9 @@ class QueueBase:
         # The size each blocked dequeue waits for: an enqueue wakes them only once the
         # smallest is reached (waking a consumer per element costs a thread switch each).
         self._needs: List[int] = []
+        # Elements that grouping enqueue ops produced and checked but did not put yet (see
+        # _add_stage); a dequeue about to wait takes them first.
+        self._stages: List[collections.deque] = []
         self._closed = False
         self._cancelled = False
         self._abort_exc: Optional[BaseException] = None
@@ -662,7 +665,10 @@ class QueueBase:
         else:
             self._needs.append(need)
             try:
-                condition.wait(remaining)
+                # Registered before taking staged elements: an op that stages one later sees
+                # the need and puts it (see _add_stage).
+                if not (self._stages and self._take_staged(need)):
+                    condition.wait(remaining)
             finally:
                 self._needs.remove(need)
         waited = time.monotonic() - now
@@ -756,9 +762,95 @@ class QueueBase:
                 self._enqueued += k
                 self._wake_consumers()
 
+    # -- grouped enqueues (batching runners) -------------------------------------------------
+
+    def _add_stage(self) -> collections.deque:
+        """A new stage: where one enqueue op collects a group of elements before putting them.
+
+        A batching runner thread calls its producer several times and then puts the group
+        with :meth:`_put_staged`, under one lock and with one wake-up (the per-element lock,
+        wake-up check and thread hand-overs were a third of the per-record pipeline's cost).
+        Its elements must not wait on the producer's next call, which may block (a reader
+        waiting for a file, a user's producer waiting for input): so the op appends each
+        element, checked by :meth:`_element`, to the stage, and a dequeue about to wait takes
+        what is staged first; and an op that stages an element while a dequeue waits puts
+        its group at once. ``deque`` appends and pops are atomic, so every element is put
+        once, in the order it was staged.
+        """
+        stage: collections.deque = collections.deque()
+        with self._lock:
+            self._stages.append(stage)
+        return stage
+
+    def _unstage(self, stage: collections.deque, limit: int) -> int:
+        """Puts up to ``limit`` elements of ``stage``, oldest first. Lock held."""
+        moved = 0
+        while moved < limit and stage:
+            self._put_one(stage.popleft())
+            moved += 1
+        self._enqueued += moved
+        return moved
+
+    def _take_staged(self, need: int) -> bool:
+        """Puts what every stage holds, as room allows; True once ``need`` is reached.
+        Lock held."""
+        if self._closed:
+            return False
+        moved = 0
+        for stage in self._stages:
+            moved += self._unstage(stage, self._room())
+        if moved:
+            self._wake_consumers()
+        return self._size() >= need
+
+    def _staged(self) -> None:
+        """Called after an element was appended to a stage: if a waiting dequeue could go
+        on with what is staged, puts it now and wakes the dequeue. Takes the lock only then
+        (the unlocked estimate errs high by the one element a concurrent put may hold)."""
+        needs = self._needs
+        if needs and self._size() + sum(len(s) for s in self._stages) + len(self._stages) \
+                >= min(needs, default=self._capacity + 1):
+            with self._lock:
+                self._wake_consumers()
+
+    def _put_staged(self, stage: collections.deque) -> None:
+        """Puts every element of ``stage``, blocking while the queue is full, as
+        :meth:`enqueue` does for one element (the same errors, the same behaviour after close).
+        Elements not put because the queue was closed are dropped, as their enqueues would be.
+
+        Raises:
+          CancelledError: the queue was closed before the call, or closed with
+            ``cancel_pending_enqueues=True`` (or aborted) while it waited.
+        """
+        _let_holder_finish(self._lock)
+        with self._lock:  # the C lock itself: see _wait
+            try:
+                self._check_open()
+                started, deadline = self._deadline(None)
+                while stage:
+                    if self._cancelled:
+                        raise CancelledError(f"Queue '{self._name}' is closed.")
+                    room = self._room()
+                    if room <= 0:
+                        self._wait(self._not_full, deadline, "enqueue", started)
+                        continue
+                    self._unstage(stage, room)
+                    self._wake_consumers()
+            except BaseException:
+                stage.clear()
+                raise
+
     def _wake_consumers(self) -> None:
-        """Wakes the blocked dequeues if one of them can now go on. Lock held."""
-        if self._needs and self._size() >= min(self._needs):
+        """Wakes the blocked dequeues if one of them can now go on, with what is staged
+        put first if that lets one go on. Lock held."""
+        if not self._needs:
+            return
+        need = min(self._needs)
+        if self._stages and not self._closed and self._size() < need \
+                <= self._size() + sum(len(s) for s in self._stages):
+            for stage in self._stages:
+                self._unstage(stage, self._room())
+        if self._size() >= need:
             self._not_empty.notify_all()
 
     # -- dequeue ----------------------------------------------------------------------------
