@@ -1,0 +1,169 @@
+"""Bad input: random, flipped, truncated and oversized TFRecord bytes and Examples.
+
+The checks live in the atheris target ``fuzz/fuzz_records.py`` (each input is compared with
+a slow reference decoder); here hypothesis and a generated corpus feed it, and a huge length
+field is shown to fail without allocating what it claims.
+"""
+
+import importlib.util
+import os
+import random
+import struct
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import queuepipe as qp
+from queuepipe.records import frame, masked_crc32c
+
+_TARGET = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "fuzz",
+                       "fuzz_records.py")
+_spec = importlib.util.spec_from_file_location("fuzz_records", _TARGET)
+fuzz_records = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fuzz_records)
+
+CORPUS_SIZE = 600
+
+
+def _example(rng):
+    values = {}
+    if rng.random() < 0.8:
+        values["i"] = rng.choice([rng.randrange(-2**63, 2**63), [1, 2], 2.5, b"x"])
+    if rng.random() < 0.8:
+        values["f"] = rng.choice([[rng.random(), float("nan")], [1.0], [1, 2], b"ab"])
+    if rng.random() < 0.8:
+        values["s"] = [bytes(rng.randrange(256) for _ in range(rng.randrange(5)))
+                       for _ in range(rng.randrange(4))]
+    if rng.random() < 0.5:
+        values["v"] = rng.choice([[rng.randrange(100) for _ in range(rng.randrange(4))], [0.5]])
+    if rng.random() < 0.5:
+        values["q"] = [rng.random() for _ in range(rng.randrange(4))]
+    values["other"] = rng.randrange(1000)
+    return qp.train.make_example(values).SerializeToString()
+
+
+def _mutate(rng, data):
+    data = bytearray(data)
+    how = rng.choice(["flip", "truncate", "insert", "none"])
+    if how == "flip" and data:
+        for _ in range(rng.randrange(1, 4)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif how == "truncate" and data:
+        del data[rng.randrange(len(data)):]
+    elif how == "insert":
+        at = rng.randrange(len(data) + 1)
+        data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 6)))
+    return bytes(data)
+
+
+def _huge_length_frame(length):
+    header = struct.pack("<Q", length)
+    return header + struct.pack("<I", masked_crc32c(header)) + b"tiny"
+
+
+def corpus(size=CORPUS_SIZE, seed=0):
+    """Deterministic fuzz inputs: a mode byte (0/1 TFRecord raise/skip, 2 Example) + body."""
+    rng = random.Random(seed)
+    out = []
+    for n in range(size):
+        kind = n % 6
+        if kind in (0, 1, 2):  # TFRecord files: intact, damaged, or with a huge length
+            records = [_example(rng) if rng.random() < 0.5 else
+                       bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+                       for _ in range(rng.randrange(5))]
+            body = b"".join(frame(r) for r in records)
+            if kind == 1:
+                body = _mutate(rng, body)
+            elif kind == 2:
+                body += _huge_length_frame(rng.choice([2**31, 2**40, 2**63, 2**64 - 1]))
+            out.append(bytes([rng.randrange(2)]) + body)
+        elif kind in (3, 4):  # Examples, intact or mutated
+            body = _example(rng)
+            out.append(b"\x02" + (_mutate(rng, body) if kind == 4 else body))
+        else:  # random bytes, either way
+            out.append(bytes([rng.randrange(3)]) +
+                       bytes(rng.randrange(256) for _ in range(rng.randrange(64))))
+    return out
+
+
+def test_the_fuzz_target_holds_on_a_generated_corpus():
+    inputs = corpus()
+    modes = [data[0] % 3 for data in inputs]
+    assert len(inputs) == CORPUS_SIZE and set(modes) == {0, 1, 2}
+    for data in inputs:
+        fuzz_records.TestOneInput(data)
+
+
+def test_the_reference_framer_can_disagree():
+    # The oracle is not vacuous: a flipped data byte is damage at the data's offset.
+    body = frame(b"abc") + frame(b"defg")
+    flipped = bytearray(body)
+    flipped[len(frame(b"abc")) + 12] ^= 1
+    assert fuzz_records.reference_frames(body) == ([(0, b"abc"), (19, b"defg")], None)
+    assert fuzz_records.reference_frames(bytes(flipped)) == ([(0, b"abc")], 31)
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=300)
+def test_random_bytes_as_tfrecord_files(data):
+    fuzz_records.check_records(data, "raise")
+    fuzz_records.check_records(data, "skip")
+
+
+@given(st.lists(st.binary(max_size=40), max_size=5), st.integers(0, 400), st.integers(0, 7))
+@settings(max_examples=300)
+def test_tfrecord_files_with_one_bit_flipped_or_cut(records, at, bit):
+    body = bytearray(b"".join(frame(r) for r in records))
+    if body:
+        body[at % len(body)] ^= 1 << bit
+    for data in (bytes(body), bytes(body[:at])):
+        fuzz_records.check_records(data, "raise")
+        fuzz_records.check_records(data, "skip")
+
+
+@given(st.binary(max_size=200))
+@settings(max_examples=300)
+def test_random_bytes_as_examples(data):
+    fuzz_records.check_example(data)
+
+
+_value = st.one_of(st.integers(-2**63, 2**63 - 1), st.floats(width=32), st.binary(max_size=8))
+
+
+@given(st.dictionaries(st.sampled_from(["i", "f", "s", "v", "q", "x"]),
+                       st.one_of(_value, st.lists(_value.filter(lambda v: True), max_size=3)),
+                       max_size=6))
+@settings(max_examples=300)
+def test_examples_with_features_of_wrong_types_and_counts(values):
+    try:
+        example = qp.train.make_example(values)
+    except TypeError:  # a mixed list no Feature holds
+        return
+    fuzz_records.check_example(example.SerializeToString())
+
+
+@pytest.mark.parametrize("length", [2**40, 2**63, 2**64 - 1])
+@pytest.mark.parametrize("how", ["plain", "GZIP"])
+def test_a_huge_length_field_fails_without_allocating_it(tmp_path, length, how):
+    path = str(tmp_path / "huge.tfrecord")
+    data = frame(b"fine") + _huge_length_frame(length) + b"\x00" * 1000
+    options = None
+    if how == "GZIP":
+        import gzip
+        data = gzip.compress(data)
+        options = "GZIP"
+    with open(path, "wb") as f:
+        f.write(data)
+    tracemalloc.start()
+    try:
+        records = []
+        with pytest.raises(qp.errors.DataLossError,
+                           match=rf"^truncated record at 20: the record needs {length + 16} "):
+            for record in qp.io.tf_record_iterator(path, options):
+                records.append(record)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert records == [b"fine"]
+    assert peak < 64 * 2**20, f"peak {peak} bytes for a {len(data)}-byte file"
