@@ -524,6 +524,49 @@ def test_a_blocked_consumer_waits_until_a_batch_is_complete():
     batches.close()
 
 
+
+def test_elements_produced_before_the_producer_blocks_reach_a_consumer_that_waits_later():
+    # A runner thread produces elements in groups; a group cut short by a producer that
+    # blocks must not hold its elements back from a consumer that starts waiting afterwards.
+    blocked = threading.Event()
+    release = threading.Event()
+    numbers = iter(range(3))
+
+    def produce():
+        try:
+            return next(numbers)
+        except StopIteration:
+            blocked.set()
+            assert release.wait(10)
+            raise OutOfRangeError("done") from None
+
+    batches = batch(produce, 3, capacity=100)
+    batches._ensure_started()
+    assert blocked.wait(10)
+    assert sorted(batches.dequeue(timeout=10).tolist()) == [0, 1, 2]
+    release.set()
+    with pytest.raises(OutOfRangeError, match=r"^Queue '.*' is closed and has insufficient"):
+        batches.dequeue(timeout=10)
+    batches.close()
+
+
+def test_every_element_of_a_group_cut_short_by_a_failure_arrives_before_it():
+    numbers = iter(range(100))
+
+    def produce():
+        i = next(numbers)
+        if i == 40:
+            raise Boom("bad record 40")
+        return i
+
+    batches = batch(produce, 8, capacity=64, allow_smaller_final_batch=True)
+    got = [next(batches).tolist() for _ in range(5)]
+    assert Counter(sum(got, [])) == Counter(range(40))
+    with pytest.raises(Boom, match=r"^bad record 40$"):
+        next(batches)
+    batches.close()
+
+
 # -- argument checks -----------------------------------------------------------------------
 
 
