@@ -95,10 +95,12 @@ def _consume(pipeline, batches, stop_after):
 
 
 def _consume_explicit(pipeline, batches, stop_after, stop_coord):
+    """Runs the consumer under ``qp.running``; ``stop_coord`` stops the coordinator after
+    ``stop_after`` batches instead of leaving the loop."""
     with qp.train.running(pipeline) as coord:
-        got, taken = drain(batches, stop_after if not stop_coord else None) \
-            if not stop_coord else _drain_then_stop(batches, coord, stop_after)
-    return got, taken
+        if stop_coord:
+            return _drain_then_stop(batches, coord, stop_after)
+        return drain(batches, stop_after)
 
 
 def _drain_then_stop(batches, coord, stop_after):
@@ -129,7 +131,7 @@ def test_soak(tmp_path, seed):
     elif ending == "break":
         got, taken = (_consume_explicit(pipeline, batches, plan["stop_after"], False)
                       if plan["explicit"] else _consume(pipeline, batches, plan["stop_after"]))
-        assert taken == min(plan["stop_after"], taken)
+        assert taken == plan["stop_after"] or got == expected  # stopped where told, or ran out
         assert_no_repeats(got, expected)
     elif ending == "stop":
         if plan["explicit"]:
@@ -153,7 +155,8 @@ def test_soak(tmp_path, seed):
                 with batches:
                     got, _ = _collect(batches, got)
         assert_no_repeats(got, expected)
-        assert trip_id not in got, "the record whose producer failed was delivered"
+        # The copy whose producer failed is not delivered (other epochs' copies may be).
+        assert got[trip_id] < plan["epochs"], "the record whose producer failed was delivered"
     else:
         got = collections.Counter()
         with pytest.raises(KeyboardInterrupt):
