@@ -97,12 +97,18 @@ def reading_stage(shards: Shards, pipeline: qp.Pipeline, *, epochs: int, readers
     return records, pool
 
 
-def drain(batches, stop_after: Optional[int] = None) -> Tuple[collections.Counter, int]:
-    """Takes batches until the input ends (or ``stop_after`` batches); returns the ids seen.
+def drain(batches, stop_after: Optional[int] = None,
+          got: Optional[collections.Counter] = None) -> Tuple[collections.Counter, int]:
+    """Takes batches until the input ends (or ``stop_after`` batches); returns the ids seen
+    and the number of batches.
+
+    Args:
+      got: a Counter to update in place (it then holds what arrived even if a dequeue
+        raises); a new one by default.
 
     Raises AssertionError when one dequeue waits ``HANG_SECS``.
     """
-    got: collections.Counter = collections.Counter()
+    got = collections.Counter() if got is None else got
     taken = 0
     while stop_after is None or taken < stop_after:
         try:

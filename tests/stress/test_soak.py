@@ -150,10 +150,10 @@ def test_soak(tmp_path, seed):
         with pytest.raises(RecordFault, match=rf"^producer failed on record id {trip_id}$"):
             if plan["explicit"]:
                 with qp.train.running(pipeline):
-                    got, _ = _collect(batches, got)
+                    got, _ = drain(batches, got=got)
             else:
                 with batches:
-                    got, _ = _collect(batches, got)
+                    got, _ = drain(batches, got=got)
         assert_no_repeats(got, expected)
         # The copy whose producer failed is not delivered (other epochs' copies may be).
         assert got[trip_id] < plan["epochs"], "the record whose producer failed was delivered"
@@ -162,23 +162,10 @@ def test_soak(tmp_path, seed):
         with pytest.raises(KeyboardInterrupt):
             if plan["explicit"]:
                 with qp.train.running(pipeline):
-                    _collect(batches, got)
+                    drain(batches, got=got)
             else:
                 with batches:
-                    _collect(batches, got)
+                    drain(batches, got=got)
         assert trip_reading.fired.is_set()
         assert_no_repeats(got, expected)
 
-
-def _collect(batches, got):
-    """Like ``drain``, updating ``got`` in place so that it survives an exception."""
-    taken = 0
-    while True:
-        try:
-            ids, _ = batches.dequeue(timeout=30.0)
-        except qp.errors.OutOfRangeError:
-            return got, taken
-        except qp.errors.DeadlineExceededError as e:
-            raise AssertionError(f"the pipeline hung: {e}") from e
-        got.update(ids.tolist())
-        taken += 1
