@@ -1,8 +1,9 @@
 """Memory stays bounded by the queue capacities, whatever the size of the dataset.
 
 The same shuffle_batch pipeline (4 shards, 2 readers, a 64-record reading queue, a
-256-record shuffle queue) reads 2,000 and then 20,000 records of about 4 KB (every shard larger than the 1 MiB read-ahead); tracemalloc's
-peak over each run (NumPy's buffers included) must not grow with the dataset.
+256-record shuffle queue) reads 2,000 and then 20,000 records of about 4 KB (every shard
+larger than the 1 MiB read-ahead); tracemalloc's peak over each run (NumPy's buffers
+included) must not grow with the dataset.
 """
 
 import tracemalloc
