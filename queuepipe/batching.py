@@ -333,7 +333,7 @@ class _DeferredQueue:
     def _wait_built(self, timeout: Optional[float], op: str) -> tuple:
         """Waits until the real queue exists; returns it and the timeout left."""
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
-        with self._built:
+        with self._lock:  # the C lock, not the Condition: see QueueBase._wait
             while self._queue is None:
                 wait = _WAIT_SLICE_SECS
                 if deadline is not None:

@@ -127,6 +127,31 @@ def _main_thread_waits_on_a_queue():
 
 
 @pytest.mark.parametrize("how", ["interrupt_main", "raise_signal"])
+def test_an_interrupt_anywhere_in_a_batches_dequeue_leaves_it_usable(how):
+    # The batch queue is built from the first element; every dequeue first waits for that,
+    # under the stand-in queue's own lock, which an interrupt must not leave held either.
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        batches = qp.train.batch(lambda: 1, batch_size=2, capacity=8)
+    storm = _Storm(INTERRUPTS, how)
+    with qp.train.running(pipeline):
+        storm.start()
+        caught = 0
+        while caught < INTERRUPTS:
+            try:
+                while True:  # left only by an interrupt
+                    assert not batches.queue._lock.locked(), \
+                        f"the batch queue's lock leaked after {caught} interrupts"
+                    storm.arm()
+                    assert batches.dequeue(timeout=30.0).tolist() == [1, 1]
+            except KeyboardInterrupt:
+                caught += 1
+                storm.caught()
+        storm.join()
+        assert batches.dequeue(timeout=30.0).tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("how", ["interrupt_main", "raise_signal"])
 def test_an_interrupt_reaches_a_main_thread_blocked_on_an_empty_queue(how):
     # Nothing will ever be enqueued: without the main thread's sliced waits the interrupt
     # would only be seen when the wait ends, i.e. never. The helper opens a way out (closing
