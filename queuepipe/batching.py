@@ -1174,8 +1174,9 @@ def running(pipeline: Optional[Pipeline] = None,
     """
     pipeline = pipeline if pipeline is not None else get_default_pipeline()
     coord = coord if coord is not None else Coordinator()
-    threads = start_queue_runners(coord, pipeline=pipeline)
+    threads: List[threading.Thread] = []  # the coordinator joins those it registered, too
     try:
+        threads = start_queue_runners(coord, pipeline=pipeline)
         yield coord
     except BaseException:
         try:
