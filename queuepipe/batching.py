@@ -913,8 +913,8 @@ def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
       allow_smaller_final_batch: deliver a final batch of fewer than ``batch_size`` elements
         when the input ends; if False they are dropped.
       shared_name: ignored; kept for TF compatibility.
-      name: the scope of the queue's name (``<name>/fifo_queue``); by default the function's
-        name, made unique.
+      name: the scope of the queue's name (``<name>/random_shuffle_queue``); by default the
+        function's name, made unique.
 
     Returns:
       A :class:`Batches`.
