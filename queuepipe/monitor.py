@@ -238,8 +238,9 @@ class QueueMonitor:
         """A text table with one row per queue: fill, throughput and wait shares.
 
         Columns: ``size/cap``; ``fill`` (TF's ``fraction_of_N_full`` at the last sample) and
-        ``mean fill`` over the window; elements enqueued and dequeued per second; and the share
-        of the time consumers (dequeues) and producers (enqueues) spent blocked.
+        ``mean fill`` over the window; elements enqueued and dequeued per second; and how long
+        consumers (dequeues) and producers (enqueues) were blocked, in thread-seconds per second
+        (summed over threads: two producers blocked all the time read 2.00).
 
         Args:
           window: seconds of history to summarise (the most recent); None for all of it.
@@ -249,11 +250,11 @@ class QueueMonitor:
             return "no samples yet: the pipeline has no queues, or the monitor has not sampled"
         span = max(r.seconds for r in rates.values())
         header = ("queue", "size/cap", "fill", "mean fill", "enqueued/s", "dequeued/s",
-                  "consumer wait", "producer wait")
+                  "consumers blocked s/s", "producers blocked s/s")
         rows = [header] + [
             (r.queue, f"{r.size}/{r.capacity}", f"{r.fill:.2f}", f"{r.mean_fill:.2f}",
              f"{r.enqueued_per_sec:.1f}", f"{r.dequeued_per_sec:.1f}",
-             f"{r.consumer_wait_share:.0%}", f"{r.producer_wait_share:.0%}")
+             f"{r.consumer_wait_share:.2f}", f"{r.producer_wait_share:.2f}")
             for r in rates.values()]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         lines = [f"queue statistics over {span:.1f} s "

@@ -112,10 +112,11 @@ def test_table_lists_every_queue_with_its_figures():
     lines = monitor.table().splitlines()
     assert re.fullmatch(r"queue statistics over [\d.]+ s \(2 samples\)", lines[0])
     assert lines[1].split() == ["queue", "size/cap", "fill", "mean", "fill", "enqueued/s",
-                                "dequeued/s", "consumer", "wait", "producer", "wait"]
+                                "dequeued/s", "consumers", "blocked", "s/s", "producers",
+                                "blocked", "s/s"]
     cells = lines[2].split()
     assert cells[:4] == ["monitored", "4/4", "1.00", "1.00"]
-    assert cells[6] == "0%"
+    assert cells[6] == "0.00"
     assert len(lines) == 3
 
 
