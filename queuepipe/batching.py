@@ -492,7 +492,7 @@ class _EnqueueOp:
         the queue is full, as ``enqueue``); also when the producer raises, before its
         exception propagates."""
         real = self._queue._queue
-        group = 1 if real is None else max(1, min(_GROUP_SIZE, real.capacity - real.size()))
+        group = 1 if real is None else max(1, min(_GROUP_SIZE, real._room()))
         try:
             for _ in range(group):
                 element = self._producer()

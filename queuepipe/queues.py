@@ -43,7 +43,7 @@ import itertools
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -92,6 +92,22 @@ def _put_row(column: np.ndarray, row: int, value: Any) -> None:
         column[row].data.cast("B")[:] = value.data.cast("B")
     else:
         column[row] = value
+
+
+def _stack_rows(values: Sequence[Any], column: np.ndarray) -> np.ndarray:
+    """The checked values of one numeric component, stacked as rows of ``column``.
+
+    Joined as bytes when all are C-contiguous arrays (or NumPy scalars) of the column's dtype
+    and row shape: ``np.array`` copies row by row and releases the GIL for each row of a few
+    hundred elements, a thread switch per element when several producers run.
+    """
+    dtype, shape = column.dtype, column.shape[1:]
+    for value in values:
+        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape \
+                or not value.flags.c_contiguous:
+            if not (shape == () and isinstance(value, np.generic) and value.dtype == dtype):
+                return np.array(values, dtype=dtype)
+    return np.frombuffer(b"".join(values), dtype=dtype).reshape((len(values),) + shape)
 
 
 def _let_holder_finish(lock: threading.Lock) -> None:
@@ -791,7 +807,7 @@ class QueueBase:
         moved = max(0, min(limit, len(stage)))  # only lock holders pop: all are there
         if moved > 1 and all(column.dtype.kind in "biufc" for column in self._columns):
             rows = [stage.popleft() for _ in range(moved)]
-            self._put([np.array(values, dtype=column.dtype)
+            self._put([_stack_rows(values, column)
                        for values, column in zip(zip(*rows), self._columns)], moved)
         else:
             for _ in range(moved):
@@ -816,8 +832,11 @@ class QueueBase:
         on with what is staged, puts it now and wakes the dequeue. Takes the lock only then
         (the unlocked estimate errs high by the one element a concurrent put may hold)."""
         needs = self._needs
-        if needs and self._size() + sum(map(len, self._stages)) + len(self._stages) \
-                >= min(needs, default=self._capacity + 1):
+        if not needs:
+            return
+        need = min(needs, default=self._capacity + 1)
+        size = self._size()
+        if size < need <= size + sum(map(len, self._stages)) + len(self._stages):
             with self._lock:
                 self._wake_consumers()
 
