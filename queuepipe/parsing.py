@@ -603,14 +603,14 @@ class _SinglePlan:
     Built from the template's :class:`~queuepipe.protos._layout.Layout` when every feature is
     a FixedLenFeature present there with the right list and count. :meth:`parse` checks the
     record's structure bytes against the template's in plain Python (as ``Layout.matches``
-    does for a batch) and slices the values out.
+    does for a batch) and slices the values out, with one reader per feature chosen here.
     """
 
     __slots__ = ("runs", "bits", "readers")
 
     def __init__(self, layout, features):
         self.runs, self.bits = layout.record_checks()
-        self.readers = [(feature.key, feature, layout.features[feature.key])
+        self.readers = [(feature.key, _value_reader(feature, layout.features[feature.key]))
                         for feature in features]
 
     @classmethod
@@ -639,22 +639,39 @@ class _SinglePlan:
         for pos, bit in self.bits:
             if data[pos] & 0x80 != bit:
                 return None
-        out = {}
-        for key, feature, values in self.readers:
-            if values.list_name == "bytes_list":
-                items = [data[start:start + size] for start, size in values.spans]
-                out[key] = items[0] if not feature.shape else feature.values(items).reshape(
-                    feature.shape)
-            elif values.list_name == "int64_list":
-                items = [_varint_int64(data, start, size) for start, size in values.varints]
-                out[key] = (np.int64(items[0]) if not feature.shape
-                            else np.array(items, dtype=np.int64).reshape(feature.shape))
-            else:
-                start = values.float_columns[0] if values.count else 0
-                array = np.frombuffer(bytearray(data[start:start + 4 * values.count]),
-                                      dtype="<f4").astype(np.float32, copy=False)
-                out[key] = array[0] if not feature.shape else array.reshape(feature.shape)
-        return out
+        return {key: read(data) for key, read in self.readers}
+
+
+# np.int64 of the one-byte varints 0..127, made once: NumPy scalars are immutable.
+_SMALL_INT64 = tuple(np.int64(value) for value in range(128))
+
+
+def _value_reader(feature, values):
+    """The function of a record (laid out as the plan's template) that returns the
+    feature's output: a scalar as ``bytes`` or a NumPy scalar, else an array of its shape."""
+    shape = feature.shape
+    if values.list_name == "bytes_list":
+        spans = values.spans
+        if not shape:
+            start, stop = spans[0][0], spans[0][0] + spans[0][1]
+            return lambda data: data[start:stop]
+        return lambda data: feature.values(
+            [data[start:start + size] for start, size in spans]).reshape(shape)
+    if values.list_name == "int64_list":
+        varints = values.varints
+        if not shape:
+            start, size = varints[0]
+            if size == 1:  # the plan's bit check makes it 0..127
+                return lambda data: _SMALL_INT64[data[start]]
+            return lambda data: np.int64(_varint_int64(data, start, size))
+        return lambda data: np.array([_varint_int64(data, start, size)
+                                      for start, size in varints], dtype=np.int64).reshape(shape)
+    start = values.float_columns[0] if values.count else 0
+    stop = start + 4 * values.count
+    if not shape:
+        return lambda data: np.frombuffer(data[start:stop], dtype="<f4").astype(np.float32)[0]
+    return lambda data: np.frombuffer(bytearray(data[start:stop]), dtype="<f4").astype(
+        np.float32, copy=False).reshape(shape)
 
 
 def _varint_int64(data, start, size):

@@ -586,15 +586,16 @@ def _single_by_protobuf(record, spec):
 def test_parse_single_example_slices_records_of_a_seen_layout_as_protobuf_parses_them():
     rng = np.random.default_rng(3)
     spec = {"image": qp.FixedLenFeature([], qp.string), "label": qp.FixedLenFeature([], qp.int64),
-            "xy": qp.FixedLenFeature([2, 2], qp.float32),
+            "xy": qp.FixedLenFeature([2, 2], qp.float32), "score": qp.FixedLenFeature([], qp.float32),
             "ids": qp.FixedLenFeature([3], qp.int64), "tags": qp.FixedLenFeature([2], qp.string)}
     records = [make_example({
-        "image": rng.bytes(16), "label": int(rng.integers(0, 100)),
+        "image": rng.bytes(16), "label": int(rng.integers(0, 100)), "score": rng.random(),
         "xy": rng.standard_normal(4).astype(np.float32), "tags": [rng.bytes(3), rng.bytes(3)],
         "ids": [int(rng.integers(0, 100)), -2**63, 2**63 - 1]}).SerializeToString()
         for _ in range(40)]
     # The same length, another layout: the label's varint a byte longer, the image a byte shorter.
-    records.append(make_example({"image": b"x" * 15, "label": 300, "xy": np.zeros(4, np.float32),
+    records.append(make_example({"image": b"x" * 15, "label": 300, "score": -1.5,
+                                 "xy": np.zeros(4, np.float32),
                                  "tags": [b"abc", b"def"], "ids": [1, -2**63, 2**63 - 1]})
                    .SerializeToString())
     assert len(set(map(len, records))) == 1
