@@ -260,6 +260,8 @@ class QueueBase:
         self._cancelled = False
         self._abort_exc: Optional[BaseException] = None
         self._columns: Optional[List[np.ndarray]] = None  # allocated once dtypes are known
+        # Per component, the values _element takes as they are (see _allocate); None: check all.
+        self._accepts: Optional[List[Tuple[Any, Any, Tuple[int, ...]]]] = None
         self._rows = 0  # rows allocated in each column (>= capacity)
         self._runners_added = 0
         self._runners_started = 0
@@ -448,6 +450,23 @@ class QueueBase:
                 self._columns.append(np.empty(self._rows, dtype=object))
             else:
                 self._columns.append(np.empty((self._rows,) + shape, dtype=dtype))
+        self._accepts = self._acceptance()
+
+    def _acceptance(self) -> Optional[List[Tuple[Any, Any, Tuple[int, ...]]]]:
+        """Per component ``(scalar type, array dtype, shape)``: a value of that exact type, or
+        an ndarray of that dtype and shape, is one :meth:`_convert` would return unchanged.
+        None when some component has no fixed shape (its values are copied, not kept)."""
+        accepts = []
+        for i, dtype in enumerate(self._dtypes):
+            shape = self._dense_shape(i)
+            if shape is None:
+                return None
+            if dtype.kind == "O":
+                accepts.append((bytes if shape == () else None, None, shape))
+            else:
+                scalar = dtype.type if shape == () and dtype.isnative else None
+                accepts.append((scalar, dtype, shape))
+        return accepts
 
     def _dense_shape(self, i: int) -> Optional[Tuple[int, ...]]:
         shape = self._shapes[i] if self._shapes is not None else None
@@ -534,6 +553,16 @@ class QueueBase:
 
     def _element(self, vals: Any) -> List[Any]:
         components = self._flatten(vals, batched=False)
+        accepts = self._accepts
+        if accepts is not None and len(components) == len(accepts):
+            for value, (scalar, dtype, shape) in zip(components, accepts):
+                if type(value) is np.ndarray:
+                    if value.dtype != dtype or value.shape != shape:
+                        break
+                elif type(value) is not scalar:
+                    break
+            else:
+                return components  # the common case: every value already as stored
         if self._dtypes is None:
             self._bind(components)
         values = [self._convert(i, v, batched=False) for i, v in enumerate(components)]
