@@ -41,8 +41,11 @@ __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordR
 
 Records = Tuple[List[bytes], List[bytes], bool]  # keys, values, whether the file is finished
 
-# Records a read() takes from its file at once; it hands them out one per call.
-_READ_AHEAD = 64
+# A read() takes records from its file ahead, about _READ_AHEAD_BYTES of them (sized by the
+# records it read last) and at most _READ_AHEAD; it hands them out one per call. Fewer takes
+# cost more thread switches when threads share the reader (one blocks on its lock per take).
+_READ_AHEAD = 512
+_READ_AHEAD_BYTES = 1 << 20
 
 
 def _filename(item: Any):
@@ -77,6 +80,7 @@ class ReaderBase:
         # reader do not queue on its lock for every record.
         self._ahead: collections.deque = collections.deque()
         self._ahead_finished = False  # the records ahead end the current file
+        self._ahead_count = 1  # records the next read() takes: one until their size is known
         self._records_produced = 0  # records taken from files, those ahead included
         self._work_units_completed = 0
 
@@ -110,8 +114,8 @@ class ReaderBase:
     def _read(self, queue, n: int) -> Tuple[List[bytes], List[bytes]]:
         """TF's ``ReaderBase::ReadUpTo``: records of one file, dequeuing files until some come.
 
-        A call for one record (``read``) takes up to ``_READ_AHEAD`` and leaves the rest in
-        ``self._ahead``; every call returns those first. A file whose last records were taken
+        A call for one record (``read``) takes up to ``self._ahead_count`` and leaves the rest
+        in ``self._ahead``; every call returns those first. A file whose last records were taken
         ahead counts as finished when the call after them finds it so, as without read-ahead.
         """
         with self._lock:
@@ -141,8 +145,13 @@ class ReaderBase:
                     self._key_prefix = os.fsencode(filename)
                 # An error leaves the file current, so the next call raises it again, as in
                 # TensorFlow: a reader never moves silently past damage (reset() drops it).
+                ahead = n == 1 and not keys
                 more_keys, more_values, finished = self._read_records(
-                    _READ_AHEAD if n == 1 and not keys else n)
+                    self._ahead_count if ahead else n)
+                if ahead and more_values:
+                    size = sum(map(len, more_values)) or 1
+                    self._ahead_count = max(1, min(
+                        _READ_AHEAD, _READ_AHEAD_BYTES * len(more_values) // size))
                 if len(more_keys) > n:
                     self._ahead.extend(zip(more_keys[n:], more_values[n:]))
                     self._ahead_finished = finished
