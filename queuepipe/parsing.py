@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import collections
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -49,6 +49,8 @@ _LIST = {_dtypes.int64: "int64_list", _dtypes.float32: "float_list",
          _dtypes.string: "bytes_list"}
 _LIST_TF_NAME = {"int64_list": "int64", "float_list": "float", "bytes_list": "string"}
 _VALUES_WORD = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "bytes"}
+_LITTLE_FLOAT32 = np.dtype("<f4")  # how a float_list stores its values
+_frombuffer = np.frombuffer  # called with positional arguments: keywords cost NumPy a third more
 
 
 # --- Feature specs --------------------------------------------------------------------------
@@ -524,9 +526,22 @@ def _example_features(features):
         return parsed
 
 
+class _ExampleFeatures(list):
+    """The normalized features of an Example spec, and the single-record parsers learned for
+    it: record length -> a function of a record of that length that returns its outputs, or
+    None when the record is not laid out as the length's template (see _single_parser)."""
+
+    __slots__ = ("single_parsers", "lengths_seen")
+
+    def __init__(self, features):
+        super().__init__(features)
+        self.single_parsers: Dict[int, Callable[[bytes], Optional[Dict[str, Any]]]] = {}
+        self.lengths_seen: set = set()
+
+
 def _new_example_features(features):
-    parsed = _features(features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature),
-                       "features")
+    parsed = _ExampleFeatures(_features(
+        features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature), "features"))
     for feature, spec in zip(parsed, features.values()):
         if feature.kind == _SEQ and not spec.allow_missing:
             raise ValueError(f"feature {feature.key!r}: Unsupported: FixedLenSequenceFeature "
@@ -584,12 +599,17 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
       InvalidArgumentError: as :func:`parse_example`, for index 0.
     """
     del name
-    if not isinstance(serialized, (bytes, bytearray, memoryview)):
-        raise TypeError(f"serialized must be bytes, got {type(serialized).__name__}: "
-                        f"{serialized!r:.60}")
-    serialized = bytes(serialized)
+    if type(serialized) is not bytes:
+        if not isinstance(serialized, (bytearray, memoryview)):
+            raise TypeError(f"serialized must be bytes, got {type(serialized).__name__}: "
+                            f"{serialized!r:.60}")
+        serialized = bytes(serialized)
     parsed_features = _example_features(features)
-    plain = _parse_single_plain(serialized, parsed_features)
+    parser = parsed_features.single_parsers.get(len(serialized)) \
+        or _single_parser(serialized, parsed_features)
+    plain = parser(serialized)
+    if plain is None:
+        plain = _parse_single_plain(serialized, parsed_features)
     if plain is not None:
         return plain
     names = None if example_names is None else [example_names]
@@ -597,49 +617,85 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     return {key: _unbatch(value) for key, value in batch.items()}
 
 
-class _SinglePlan:
-    """How to take apart, without protobuf, one record laid out as a template of its length.
+def _no_parser(data):
+    """The parser of a record length that has no plan: every record takes the other paths."""
+    return None
+
+
+def _single_parser(data, features):
+    """The parser for records of ``data``'s length under ``features``, learned on a miss.
+
+    The first record of a length gets :func:`_no_parser` (one-off lengths are not worth a
+    template walk); the second builds the length's parser with :func:`_compile_single`,
+    which later records of that length use straight from ``features.single_parsers``.
+    """
+    parsers, length = features.single_parsers, len(data)
+    if length not in features.lengths_seen:
+        if len(features.lengths_seen) >= _MAX_LAYOUTS:
+            features.lengths_seen.clear()
+        features.lengths_seen.add(length)
+        return _no_parser
+    if len(parsers) >= _MAX_LAYOUTS:
+        parsers.clear()
+    parsers[length] = parser = _compile_single(data, features)
+    return parser
+
+
+def _compile_single(data, features):
+    """A function that takes apart, without protobuf, a record laid out as ``data``.
 
     Built from the template's :class:`~queuepipe.protos._layout.Layout` when every feature is
-    a FixedLenFeature present there with the right list and count. :meth:`parse` checks the
-    record's structure bytes against the template's in plain Python (as ``Layout.matches``
-    does for a batch) and slices the values out, with one reader per feature chosen here.
+    a FixedLenFeature present there with the right list and count (else :func:`_no_parser`).
+    The function checks a record's structure bytes against the template's (as
+    ``Layout.matches`` does for a batch) and returns its outputs, or None when they differ.
+    It is generated as one expression per check and per value, as ``collections.namedtuple``
+    generates its class: a per-record call then runs no loops over checks and readers (about
+    half the time of a loop over them). Only positions and names made here enter the source;
+    the template's bytes and the feature keys are passed in as values.
     """
+    if any(feature.kind != _FIXED for feature in features):
+        return _no_parser
+    layout = _layout.example_layout(data, tuple(feature.key for feature in features))
+    if layout is None:
+        return _no_parser
+    for feature in features:
+        values = layout.features.get(feature.key)
+        if values is None or values.list_name != feature.list_name \
+                or values.count != feature.size:
+            return _no_parser
+        if values.list_name == "float_list" and values.count and \
+                values.float_columns[-1] - values.float_columns[0] != 4 * values.count - 1:
+            return _no_parser  # unpacked floats: protobuf gathers them
+    runs, bits = layout.record_checks()
+    namespace = {"_SMALL_INT64": _SMALL_INT64}
+    checks = []
+    for i, (start, stop, expected) in enumerate(runs):
+        namespace[f"run{i}"] = expected
+        checks.append(f"data[{start}:{stop}] != run{i}")
+    checks += [f"data[{pos}] & 0x80 != {bit}" for pos, bit in bits]
+    outputs = []
+    for i, feature in enumerate(features):
+        namespace[f"key{i}"] = feature.key
+        outputs.append(f"key{i}: {_value_source(feature, layout.features[feature.key], i, namespace)}")
+    source = (f"def parse(data):\n"
+              f"    if {' or '.join(checks) or 'False'}:\n"
+              f"        return None\n"
+              f"    return {{{', '.join(outputs)}}}\n")
+    exec(source, namespace)  # noqa: S102 - source made above from ints and names only
+    return namespace["parse"]
 
-    __slots__ = ("runs", "bits", "readers")
 
-    def __init__(self, layout, features):
-        self.runs, self.bits = layout.record_checks()
-        self.readers = [(feature.key, _value_reader(feature, layout.features[feature.key]))
-                        for feature in features]
-
-    @classmethod
-    def build(cls, data, features):
-        """The plan of records laid out as ``data``, or None if they take the other path."""
-        if any(feature.kind != _FIXED for feature in features):
-            return None
-        layout = _layout.example_layout(data, tuple(feature.key for feature in features))
-        if layout is None:
-            return None
-        for feature in features:
-            values = layout.features.get(feature.key)
-            if values is None or values.list_name != feature.list_name \
-                    or values.count != feature.size:
-                return None
-            if values.list_name == "float_list" and values.count and \
-                    values.float_columns[-1] - values.float_columns[0] != 4 * values.count - 1:
-                return None  # unpacked floats: protobuf gathers them
-        return cls(layout, features)
-
-    def parse(self, data):
-        """The outputs for ``data`` (of the template's length), or None if it differs."""
-        for start, stop, expected in self.runs:
-            if data[start:stop] != expected:
-                return None
-        for pos, bit in self.bits:
-            if data[pos] & 0x80 != bit:
-                return None
-        return {key: read(data) for key, read in self.readers}
+def _value_source(feature, values, index, namespace):
+    """The expression for one feature's output in a :func:`_compile_single` parser: a slice
+    for a string scalar, a table lookup for a one-byte int64, else a call of the feature's
+    reader (added to ``namespace``)."""
+    if not feature.shape and values.list_name == "bytes_list":
+        start, size = values.spans[0]
+        return f"data[{start}:{start + size}]"
+    if not feature.shape and values.list_name == "int64_list" and values.varints[0][1] == 1:
+        return f"_SMALL_INT64[data[{values.varints[0][0]}]]"  # the bit check makes it 0..127
+    namespace[f"read{index}"] = _value_reader(feature, values)
+    return f"read{index}(data)"
 
 
 # np.int64 of the one-byte varints 0..127, made once: NumPy scalars are immutable.
@@ -647,30 +703,28 @@ _SMALL_INT64 = tuple(np.int64(value) for value in range(128))
 
 
 def _value_reader(feature, values):
-    """The function of a record (laid out as the plan's template) that returns the
-    feature's output: a scalar as ``bytes`` or a NumPy scalar, else an array of its shape."""
+    """The function of a record (laid out as the parser's template) that returns the output
+    of a feature that :func:`_value_source` does not slice out itself: a NumPy scalar, or an
+    array of the feature's shape."""
     shape = feature.shape
     if values.list_name == "bytes_list":
         spans = values.spans
-        if not shape:
-            start, stop = spans[0][0], spans[0][0] + spans[0][1]
-            return lambda data: data[start:stop]
         return lambda data: feature.values(
             [data[start:start + size] for start, size in spans]).reshape(shape)
     if values.list_name == "int64_list":
         varints = values.varints
         if not shape:
             start, size = varints[0]
-            if size == 1:  # the plan's bit check makes it 0..127
-                return lambda data: _SMALL_INT64[data[start]]
             return lambda data: np.int64(_varint_int64(data, start, size))
         return lambda data: np.array([_varint_int64(data, start, size)
                                       for start, size in varints], dtype=np.int64).reshape(shape)
     start = values.float_columns[0] if values.count else 0
     stop = start + 4 * values.count
     if not shape:
-        return lambda data: np.frombuffer(data[start:stop], dtype="<f4").astype(np.float32)[0]
-    return lambda data: np.frombuffer(bytearray(data[start:stop]), dtype="<f4").astype(
+        return lambda data: _frombuffer(data[start:stop], _LITTLE_FLOAT32).astype(np.float32)[0]
+    if _LITTLE_FLOAT32 == np.float32 and shape == (values.count,):  # the common case
+        return lambda data: _frombuffer(bytearray(data[start:stop]), _LITTLE_FLOAT32)
+    return lambda data: _frombuffer(bytearray(data[start:stop]), _LITTLE_FLOAT32).astype(
         np.float32, copy=False).reshape(shape)
 
 
@@ -683,42 +737,10 @@ def _varint_int64(data, start, size):
     return value - (1 << 64) if value >> 63 else value
 
 
-# id(normalized features) -> (those features, {record length: _SinglePlan, None, or _SEEN_ONCE})
-_PLANS: Dict[int, Tuple[List[_Feature], Dict[int, Any]]] = {}
-_SEEN_ONCE = object()  # a length seen once: a plan is built the second time, not for one-offs
-
-
-def _single_plan(data, features):
-    """The plan for a record of ``data``'s length under ``features``, or None."""
-    entry = _PLANS.get(id(features))
-    if entry is None or entry[0] is not features:  # the identity check guards a reused id
-        if len(_PLANS) >= _MAX_LAYOUTS:
-            _PLANS.clear()
-        entry = _PLANS[id(features)] = (features, {})
-    plans = entry[1]
-    plan = plans.get(len(data))
-    if plan is None or plan is _SEEN_ONCE:
-        if plan is None and len(data) in plans:  # no plan for this length
-            return None
-        if len(plans) >= _MAX_LAYOUTS:
-            plans.clear()
-        plans[len(data)] = plan = (_SinglePlan.build(data, features) if plan is _SEEN_ONCE
-                                   else _SEEN_ONCE)
-        if plan is _SEEN_ONCE:
-            return None
-    return plan
-
-
 def _parse_single_plain(data, features):
     """The outputs of one record whose FixedLenFeatures are all present with the right list
-    and count (the common case): sliced out by a :class:`_SinglePlan` when records of its
-    length share a layout, else built straight from the protobuf message; None otherwise,
-    for the general path to handle (defaults, other kinds, errors with TF's words)."""
-    plan = _single_plan(data, features)
-    if plan is not None:
-        out = plan.parse(data)
-        if out is not None:
-            return out
+    and count, built from the protobuf message; None otherwise, for the general path to
+    handle (defaults, other kinds, errors with TF's words)."""
     example, _, decode_error = _PROTOBUF or _protobuf()
     try:
         fmap = example.FromString(data).features.feature
@@ -866,6 +888,9 @@ def parse_single_sequence_example(
 
 # (out_type, little_endian) -> (dtype, dtype as stored): a per-record decode_raw skips the work.
 _DECODE_TYPES: Dict[Tuple[Any, bool], Tuple[np.dtype, np.dtype]] = {}
+# out_type -> dtype, for the types whose little-endian bytes are read as they are stored (every
+# type on a little-endian machine): the one lookup a per-record decode_raw makes.
+_AS_STORED: Dict[Any, np.dtype] = {}
 
 
 def _decode_types(out_type, little_endian):
@@ -881,6 +906,8 @@ def _decode_types(out_type, little_endian):
     try:
         if len(_DECODE_TYPES) < _MAX_LAYOUTS:
             _DECODE_TYPES[out_type, bool(little_endian)] = types
+            if little_endian and types[1] == dtype:
+                _AS_STORED[out_type] = dtype
     except TypeError:
         pass
     return types
@@ -907,14 +934,23 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
         strings differ in length (the message names the element and both lengths).
       TypeError: ``out_type`` is not numeric, or an element is not bytes.
     """
+    if type(input_bytes) is bytes and fixed_length is None and little_endian is True:
+        try:  # one record of a type read as stored: the pipeline's call, kept lean
+            dtype = _AS_STORED[out_type]
+        except (KeyError, TypeError):
+            pass
+        else:
+            if len(input_bytes) % dtype.itemsize == 0:
+                # copied as a bytearray: NumPy's own copy would release the GIL
+                return _frombuffer(bytearray(input_bytes), dtype)
     dtype, wire = _decode_types(out_type, little_endian)
     if type(input_bytes) is bytes and fixed_length is None:  # one record: no joins, no loops
         if len(input_bytes) % dtype.itemsize:
             raise InvalidArgumentError(
                 f"Input to DecodeRaw has length {len(input_bytes)} that is not a multiple of "
                 f"{dtype.itemsize}, the size of {dtype}")
-        if wire == dtype:  # the copy as a bytearray: NumPy's copy would release the GIL
-            return np.frombuffer(bytearray(input_bytes), dtype=dtype)
+        if wire == dtype:
+            return _frombuffer(bytearray(input_bytes), dtype)
         return np.frombuffer(input_bytes, dtype=wire).astype(dtype, copy=True)
     scalar = isinstance(input_bytes, (bytes, bytearray, memoryview))
     if scalar:
