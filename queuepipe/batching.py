@@ -493,20 +493,24 @@ class _EnqueueOp:
         exception propagates."""
         real = self._queue._queue
         group = 1 if real is None else max(1, min(_GROUP_SIZE, real._room()))
+        producer, to_queue, keep_input = self._producer, self._structure.to_queue, \
+            self._keep_input
         try:
             for _ in range(group):
-                element = self._producer()
-                vals = self._structure.to_queue(element)
-                keep = self._keep_input
-                if callable(keep):
-                    keep = _check_keep_input(keep(element), False)
-                if keep is False:
-                    continue
-                real = self._queue._real(vals)
+                element = producer()
+                vals = to_queue(element)
+                if keep_input is not True:
+                    keep = keep_input
+                    if callable(keep):
+                        keep = _check_keep_input(keep(element), False)
+                    if keep is False:
+                        continue
                 if self._stage is None:
+                    real = self._queue._real(vals)
                     self._stage = real._add_stage()
                 self._stage.append(real._element(vals))
-                real._staged()
+                if real._needs:  # a dequeue waits: it may go on with what is staged
+                    real._staged(self._stage)
         finally:
             if self._stage:
                 real._put_staged(self._stage)

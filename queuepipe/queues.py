@@ -95,19 +95,19 @@ def _put_row(column: np.ndarray, row: int, value: Any) -> None:
 
 
 def _stack_rows(values: Sequence[Any], column: np.ndarray) -> np.ndarray:
-    """The checked values of one numeric component, stacked as rows of ``column``.
+    """The values of one numeric component, checked by ``_element`` (the column's dtype and
+    row shape), stacked as rows of ``column``.
 
-    Joined as bytes when all are C-contiguous arrays (or NumPy scalars) of the column's dtype
-    and row shape: ``np.array`` copies row by row and releases the GIL for each row of a few
-    hundred elements, a thread switch per element when several producers run.
+    Joined as bytes (an array's or a NumPy scalar's buffer holds its values in the column's
+    layout): ``np.array`` copies row by row and releases the GIL for each row of a few
+    hundred elements, a thread switch per element when several producers run. A value that
+    is not C-contiguous has no such buffer and makes it take ``np.array``.
     """
-    dtype, shape = column.dtype, column.shape[1:]
-    for value in values:
-        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape \
-                or not value.flags.c_contiguous:
-            if not (shape == () and isinstance(value, np.generic) and value.dtype == dtype):
-                return np.array(values, dtype=dtype)
-    return np.frombuffer(b"".join(values), dtype=dtype).reshape((len(values),) + shape)
+    try:
+        joined = b"".join(values)
+    except TypeError:
+        return np.array(values, dtype=column.dtype)
+    return np.frombuffer(joined, dtype=column.dtype).reshape((len(values),) + column.shape[1:])
 
 
 def _let_holder_finish(lock: threading.Lock) -> None:
@@ -856,16 +856,16 @@ class QueueBase:
             self._wake_consumers()
         return self._size() >= need
 
-    def _staged(self) -> None:
-        """Called after an element was appended to a stage: if a waiting dequeue could go
-        on with what is staged, puts it now and wakes the dequeue. Takes the lock only then
-        (the unlocked estimate errs high by the one element a concurrent put may hold)."""
-        needs = self._needs
-        if not needs:
-            return
-        need = min(needs, default=self._capacity + 1)
+    def _staged(self, stage: collections.deque) -> None:
+        """Called after an element was appended to ``stage`` while a dequeue waits: if the
+        waiting dequeue could go on with what is staged, puts it now and wakes the dequeue.
+        Takes the lock only then (the unlocked estimate errs high by the one element a
+        concurrent put may hold). This stage alone is counted first: with one producer
+        thread it is all there is."""
+        need = min(self._needs, default=self._capacity + 1)
         size = self._size()
-        if size < need <= size + sum(map(len, self._stages)) + len(self._stages):
+        if size < need and (need <= size + len(stage) + 1 or need <= size + len(self._stages)
+                            + sum(map(len, self._stages))):
             with self._lock:
                 self._wake_consumers()
 
