@@ -43,7 +43,7 @@ import itertools
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -260,8 +260,8 @@ class QueueBase:
         self._cancelled = False
         self._abort_exc: Optional[BaseException] = None
         self._columns: Optional[List[np.ndarray]] = None  # allocated once dtypes are known
-        # Per component, the values _element takes as they are (see _allocate); None: check all.
-        self._accepts: Optional[List[Tuple[Any, Any, Tuple[int, ...]]]] = None
+        # Returns an element's components when all are as stored (see _acceptance), else None.
+        self._accept: Optional[Callable[[Any], Optional[List[Any]]]] = None
         self._rows = 0  # rows allocated in each column (>= capacity)
         self._runners_added = 0
         self._runners_started = 0
@@ -450,23 +450,59 @@ class QueueBase:
                 self._columns.append(np.empty(self._rows, dtype=object))
             else:
                 self._columns.append(np.empty((self._rows,) + shape, dtype=dtype))
-        self._accepts = self._acceptance()
+        self._accept = self._acceptance()
 
-    def _acceptance(self) -> Optional[List[Tuple[Any, Any, Tuple[int, ...]]]]:
-        """Per component ``(scalar type, array dtype, shape)``: a value of that exact type, or
-        an ndarray of that dtype and shape, is one :meth:`_convert` would return unchanged.
-        None when some component has no fixed shape (its values are copied, not kept)."""
-        accepts = []
+    def _acceptance(self) -> Optional[Callable[[Any], Optional[List[Any]]]]:
+        """A function of an element that returns its components when every one is a value
+        :meth:`_convert` would return unchanged (a value of the component's exact scalar
+        type, ``bytes`` for a string scalar, or an ndarray of its dtype and shape), else None.
+        None when some component has no fixed shape (its values are copied, not kept) or is
+        a string array.
+
+        The function is generated as one expression per component, as ``namedtuple``
+        generates its class: it runs for every element a grouping enqueue op stages, where a
+        loop over per-component rules cost three times as much. Only indices enter its
+        source; names, dtypes and shapes are passed in as values.
+        """
+        namespace: Dict[str, Any] = {"ndarray": np.ndarray}
+        checks = []
         for i, dtype in enumerate(self._dtypes):
             shape = self._dense_shape(i)
-            if shape is None:
+            if shape is None or (dtype.kind == "O" and shape != ()):
                 return None
+            namespace[f"dtype{i}"], namespace[f"shape{i}"] = dtype, shape
             if dtype.kind == "O":
-                accepts.append((bytes if shape == () else None, None, shape))
-            else:
-                scalar = dtype.type if shape == () and dtype.isnative else None
-                accepts.append((scalar, dtype, shape))
-        return accepts
+                checks.append(f"type(c{i}) is bytes")
+                continue
+            array = (f"type(c{i}) is ndarray and (c{i}.dtype is dtype{i} or c{i}.dtype == "
+                     f"dtype{i}) and c{i}.shape == shape{i}")
+            if shape == () and dtype.isnative:
+                namespace[f"scalar{i}"] = dtype.type
+                array = f"type(c{i}) is scalar{i} or {array}"
+            checks.append(f"({array})")
+        count = len(self._dtypes)
+        values = ", ".join(f"c{i}" for i in range(count))
+        if self._names is not None:
+            namespace.update((f"name{i}", name) for i, name in enumerate(self._names))
+            take = (f"    if type(vals) is not dict or len(vals) != {count}:\n"
+                    f"        return None\n"
+                    f"    try:\n"
+                    + "".join(f"        c{i} = vals[name{i}]\n" for i in range(count)) +
+                    f"    except KeyError:\n"
+                    f"        return None\n")
+        elif count == 1:
+            take = "    c0 = vals\n"  # a wrapped value ([x]) takes the general path
+        else:
+            take = (f"    if type(vals) is not tuple and type(vals) is not list "
+                    f"or len(vals) != {count}:\n"
+                    f"        return None\n"
+                    f"    {values}, = vals\n")
+        source = (f"def accept(vals):\n{take}"
+                  f"    if {' and '.join(checks)}:\n"
+                  f"        return [{values}]\n"
+                  f"    return None\n")
+        exec(source, namespace)  # noqa: S102 - source made above from indices only
+        return namespace["accept"]
 
     def _dense_shape(self, i: int) -> Optional[Tuple[int, ...]]:
         shape = self._shapes[i] if self._shapes is not None else None
@@ -552,17 +588,13 @@ class QueueBase:
         return arr[()] if arr.ndim == 0 else arr
 
     def _element(self, vals: Any) -> List[Any]:
-        components = self._flatten(vals, batched=False)
-        accepts = self._accepts
-        if accepts is not None and len(components) == len(accepts):
-            for value, (scalar, dtype, shape) in zip(components, accepts):
-                if type(value) is np.ndarray:
-                    if value.dtype != dtype or value.shape != shape:
-                        break
-                elif type(value) is not scalar:
-                    break
-            else:
+        """The components of one element, converted and checked as the columns store them."""
+        accept = self._accept
+        if accept is not None:
+            components = accept(vals)
+            if components is not None:
                 return components  # the common case: every value already as stored
+        components = self._flatten(vals, batched=False)
         if self._dtypes is None:
             self._bind(components)
         values = [self._convert(i, v, batched=False) for i, v in enumerate(components)]
