@@ -509,13 +509,24 @@ def _parse_batch(records, features, names, fast=True):
 
 
 _CONFIGS: Dict[Any, List[_Feature]] = {}
+# id(spec dict) -> (that dict, a copy of it, its normalized features): a spec used again is
+# recognised by comparing it with the copy (a dict comparison in C, about a quarter of the
+# cost of hashing its items), so a spec changed in place is normalized anew.
+_SPECS: Dict[int, Tuple[Any, Dict[str, Any], List[_Feature]]] = {}
 
 
 def _example_features(features):
     """The normalized features of a parse_example spec; cached while the spec is hashable."""
+    entry = _SPECS.get(id(features))
+    if entry is not None and entry[0] is features:
+        try:
+            if entry[1] == features:
+                return entry[2]
+        except ValueError:  # an array default compared with another array
+            pass
     try:
         cache_key = tuple(features.items())
-        return _CONFIGS[cache_key]
+        parsed = _CONFIGS[cache_key]
     except (TypeError, AttributeError):  # unhashable (a list default), or not a dict
         return _new_example_features(features)
     except KeyError:
@@ -523,7 +534,10 @@ def _example_features(features):
         if len(_CONFIGS) >= _MAX_LAYOUTS:
             _CONFIGS.clear()
         _CONFIGS[cache_key] = parsed
-        return parsed
+    if len(_SPECS) >= _MAX_LAYOUTS:
+        _SPECS.clear()
+    _SPECS[id(features)] = (features, dict(features), parsed)
+    return parsed
 
 
 class _ExampleFeatures(list):

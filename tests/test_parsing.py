@@ -612,3 +612,16 @@ def test_parse_single_example_slices_records_of_a_seen_layout_as_protobuf_parses
             np.testing.assert_array_equal(got[key], want[key])
     parsers = parsing._example_features(spec).single_parsers
     assert any(parser is not parsing._no_parser for parser in parsers.values())
+
+
+def test_a_spec_changed_in_place_is_read_anew():
+    record = make_example({"label": 7, "score": 0.5}).SerializeToString()
+    spec = {"label": qp.FixedLenFeature([], qp.int64)}
+    for _ in range(3):  # the spec is cached, and a plan is learned for the record's length
+        assert qp.parse_single_example(record, spec) == {"label": 7}
+    spec["score"] = qp.FixedLenFeature([], qp.float32)
+    assert qp.parse_single_example(record, spec) == {"label": 7, "score": 0.5}
+    spec["label"] = qp.FixedLenFeature([], qp.int64, default_value=np.array(1))
+    del spec["score"]
+    assert qp.parse_single_example(record, spec) == {"label": 7}
+    assert qp.parse_example([record], spec)["label"].tolist() == [7]
