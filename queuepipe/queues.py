@@ -72,6 +72,9 @@ _MAIN_THREAD_WAIT_SLICE_SECS = 0.1
 # Source dtype kinds that may be converted to each numeric target kind without losing meaning.
 _CASTABLE_KINDS = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
 
+# The largest copy into a column that keeps the GIL (see _assign).
+_KEEP_GIL_BYTES = 1 << 16
+
 # How often an enqueue yields the GIL while the queue's lock is held (_let_holder_finish).
 _YIELDS_TO_HOLDER = 4
 
@@ -79,19 +82,24 @@ _name_lock = threading.Lock()
 _name_counts: Dict[str, int] = collections.Counter()
 
 
-def _put_row(column: np.ndarray, row: int, value: Any) -> None:
-    """``column[row] = value``, copying a matching contiguous array with a plain memcpy.
+def _assign(column: np.ndarray, index: Any, values: Any) -> None:
+    """``column[index] = values`` for an int or slice ``index``; a copy of a matching
+    contiguous array of at most ``_KEEP_GIL_BYTES`` is a plain memcpy that keeps the GIL.
 
-    NumPy releases the GIL to copy a row of a few hundred elements; with several producer
+    NumPy releases the GIL to copy a few hundred elements or more; with several producer
     threads each release hands the GIL to another thread and costs a thread switch (two
-    producers of 784-byte rows: about one switch per element). A memoryview copy keeps it.
+    producers of 784-byte rows: about one switch per element put alone, or per group of
+    them). A memoryview copy keeps it. Larger copies still release it, so that other threads
+    run meanwhile.
     """
-    if type(value) is np.ndarray and value.dtype == column.dtype and value.ndim \
-            and value.shape == column.shape[1:] and value.flags.c_contiguous \
-            and column.dtype.kind in "biufc":
-        column[row].data.cast("B")[:] = value.data.cast("B")
+    target = column[index]
+    if type(target) is np.ndarray and type(values) is np.ndarray \
+            and values.dtype == column.dtype and values.shape == target.shape \
+            and values.nbytes <= _KEEP_GIL_BYTES and column.dtype.kind in "biufc" \
+            and values.flags.c_contiguous:
+        target.data.cast("B")[:] = values.data.cast("B")
     else:
-        column[row] = value
+        column[index] = values
 
 
 def _stack_rows(values: Sequence[Any], column: np.ndarray) -> np.ndarray:
@@ -1214,7 +1222,10 @@ class FIFOQueue(QueueBase):
 
     def _write(self, index: Any, batch: List[np.ndarray]) -> None:
         for column, values in zip(self._columns, batch):
-            column[index] = values
+            if isinstance(index, slice):
+                _assign(column, index, values)
+            else:  # wrapping around: a fancy index, copied by NumPy
+                column[index] = values
 
     def _put(self, batch: List[np.ndarray], n: int) -> None:
         self._write(self._ring(self._head + self._count, n), batch)
@@ -1223,7 +1234,7 @@ class FIFOQueue(QueueBase):
     def _put_one(self, values: List[Any]) -> None:
         row = (self._head + self._count) % self._rows
         for column, value in zip(self._columns, values):
-            _put_row(column, row, value)
+            _assign(column, row, value)
         self._count += 1
 
     def _take(self, n: int) -> List[np.ndarray]:
@@ -1310,14 +1321,14 @@ class RandomShuffleQueue(QueueBase):
         if self._count + n > self._rows:  # only elements put back by a failed dequeue
             self._grow(self._count + n, slice(0, self._count))
         for column, values in zip(self._columns, batch):
-            column[self._count:self._count + n] = values
+            _assign(column, slice(self._count, self._count + n), values)
         self._count += n
 
     _put_back = _put  # order means nothing here
 
     def _put_one(self, values: List[Any]) -> None:
         for column, value in zip(self._columns, values):
-            _put_row(column, self._count, value)
+            _assign(column, self._count, value)
         self._count += 1
 
     def _take(self, n: int) -> List[np.ndarray]:
