@@ -78,8 +78,11 @@ STOP_GRACE_PERIOD_SECS = 10.0
 _WAIT_SLICE_SECS = 0.1
 
 # The most elements a runner thread of a one-element batching function produces before it puts
-# them in one step (fewer when the queue has less room, or a consumer waits).
-_GROUP_SIZE = 32
+# them in one step (fewer when the queue has less room, or is closed). A consumer that waits
+# takes staged elements at once, so a group delays nothing; a larger group spreads the lock,
+# the wake-up and the thread hand-overs of a put over more elements (mnist, 2 threads: 32 ->
+# 128 took the per-record pipeline from about 60k to 72k records/s).
+_GROUP_SIZE = 128
 
 _scope_counter: Dict[str, "itertools.count[int]"] = {}
 _scope_lock = threading.Lock()
@@ -511,6 +514,8 @@ class _EnqueueOp:
                 self._stage.append(real._element(vals))
                 if real._needs:  # a dequeue waits: it may go on with what is staged
                     real._staged(self._stage)
+                if real._closed:  # stopping: put (or drop) what is staged now, not later
+                    break
         finally:
             if self._stage:
                 real._put_staged(self._stage)

@@ -567,6 +567,27 @@ def test_every_element_of_a_group_cut_short_by_a_failure_arrives_before_it():
     batches.close()
 
 
+
+def test_a_group_ends_as_soon_as_its_queue_closes():
+    # A stop closes the queue: the runner thread's group must not go on calling a (perhaps
+    # slow) producer for the rest of its elements, which would then be dropped.
+    calls = []
+
+    def produce():
+        calls.append(len(calls))
+        if len(calls) == 3:
+            batches.queue.close(cancel_pending_enqueues=True)  # what a coordinator's stop does
+        return len(calls)
+
+    batches = batch(produce, 2, capacity=1000, allow_smaller_final_batch=True)
+    got = []
+    with pytest.raises(OutOfRangeError):
+        while True:
+            got += batches.dequeue(timeout=10).tolist()
+    batches.close()
+    assert len(calls) == 3
+    assert got in ([1], [1, 2])  # 2 only if a waiting dequeue took it before the close
+
 # -- argument checks -----------------------------------------------------------------------
 
 
