@@ -278,9 +278,11 @@ class TFRecordReader(ReaderBase):
             batch = self._scanner.next_batch(n)
         finally:
             self._skipped = self._skipped_before + self._scanner.skipped
-        prefix = self._key_prefix + b":"
-        keys = [prefix + b"%d" % offset for offset, _ in batch]
-        return keys, [data for _, data in batch], self._scanner.finished
+        if not batch:
+            return [], [], self._scanner.finished
+        offsets, values = zip(*batch)
+        key = self._key_prefix.replace(b"%", b"%%") + b":%d"  # b"<file>:<offset>"
+        return list(map(key.__mod__, offsets)), list(values), self._scanner.finished
 
     def _stop(self) -> None:
         self._skipped_before += self._scanner.skipped

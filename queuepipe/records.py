@@ -544,11 +544,14 @@ class RecordScanner:
         if count < _MIN_RUN or masked_crc32c(buf[pos:pos + 8]) != _HEADER.unpack_from(buf, pos)[1]:
             return 0
         first = pos + HEADER_BYTES
-        starts = range(first, first + count * stride, stride)
-        crc = _crc32c.crc32c
-        with memoryview(buf) as view:
-            computed = np.fromiter([crc(view[s:s + length]) for s in starts], dtype=np.uint32,
-                                   count=count)
+        # The records cut out and their checksums computed by map, in C: no Python frame
+        # per record.
+        records = list(map(buf.__getitem__, map(slice, range(first, first + count * stride,
+                                                              stride),
+                                                range(first + length,
+                                                      first + length + count * stride,
+                                                      stride))))
+        computed = np.fromiter(map(_crc32c.crc32c, records), dtype=np.uint32, count=count)
         masked = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
             + np.uint32(_MASK_DELTA)
         stored = np.ascontiguousarray(frames[:count, HEADER_BYTES + length:]).view("<u4")
@@ -557,9 +560,9 @@ class RecordScanner:
             count = int(good.argmin())
             if not count:
                 return 0
-            starts = starts[:count]
-        offsets = range(self._in.base + pos, self._in.base + pos + count * stride, stride)
-        out.extend(zip(offsets, [buf[s:s + length] for s in starts]))
+            del records[count:]
+        out.extend(zip(range(self._in.base + pos, self._in.base + pos + count * stride, stride),
+                       records))
         return count
 
     def next_batch(self, n: int) -> List[Tuple[int, bytes]]:

@@ -83,6 +83,14 @@ def test_tfrecord_reader_keys_and_values_are_tensorflows(golden_dir, golden_reco
     assert reader.num_work_units_completed() == 1
 
 
+def test_a_key_quotes_a_file_name_with_percent_signs_as_it_is(tmp_path):
+    path = str(tmp_path / "shard-%d-100%%.tfrecord")
+    with TFRecordWriter(path) as w:
+        for record in (b"a", b"bb", b"ccc", b"dddd", b"eeee", b"ffff", b"gggg"):
+            w.write(record)
+    keys, _ = read_everything(TFRecordReader(), filename_queue([path]), n=4)
+    assert keys == keys_of(path, [0, 17, 35, 54, 74, 94, 114])
+
 def test_read_up_to_stays_within_one_file_and_returns_object_arrays(
         tmp_path, golden_dir, golden_records):
     plain = os.path.join(golden_dir, "examples.tfrecord")
