@@ -427,10 +427,14 @@ def _parse_length_group(block, rows, keys, features, sinks, left):
                 _LAYOUTS.clear()
             _LAYOUTS[keys, block.shape[1]] = layout
         matched = layout.matches(block)
+        every = matched.all()  # the common case: the whole block, used as it is
         if all(_template_fits(f, layout.features.get(f.key)) for f in features):
-            _decode_group(block[matched], rows[matched], layout, features, sinks)
+            _decode_group(block if every else block[matched], rows if every else rows[matched],
+                          layout, features, sinks)
         else:
             left.extend(rows[matched].tolist())
+        if every:
+            return rows[:0]
         block, rows = block[~matched], rows[~matched]
         layout = None
     return rows
@@ -994,7 +998,10 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
         raise InvalidArgumentError(
             f"Input to DecodeRaw has length {length} that is not a multiple of "
             f"{dtype.itemsize}, the size of {dtype}")
-    values = np.frombuffer(b"".join(items), dtype=wire).astype(dtype, copy=True)
+    if wire == dtype:  # joined into a bytearray: the array owns writable memory, no copy
+        values = _frombuffer(bytearray().join(items), dtype)
+    else:
+        values = np.frombuffer(b"".join(items), dtype=wire).astype(dtype, copy=True)
     return values.reshape(shape + (length // dtype.itemsize,))
 
 

@@ -423,6 +423,18 @@ def test_decode_raw_batches_and_checks_lengths():
         qp.decode_raw(b"ab", qp.string)
 
 
+@pytest.mark.parametrize("out_type, little_endian", [(qp.uint8, True), (qp.int32, True),
+                                                     (qp.int32, False)])
+def test_decode_raw_returns_writable_arrays_of_their_own(out_type, little_endian):
+    rows = [bytes(range(i, i + 8)) for i in range(3)]
+    for value in (rows, rows[0]):
+        got = qp.decode_raw(value, out_type, little_endian=little_endian)
+        want = got.copy()
+        got[...] = 7  # as a trainer normalising a batch in place would
+        assert (got == 7).all() and rows[0] == bytes(range(8))
+        assert not np.shares_memory(got, want)
+
+
 def test_parse_example_then_decode_raw_restores_the_arrays():
     rng = np.random.default_rng(3)
     images = rng.integers(0, 256, (20, 28, 28), dtype=np.uint8)

@@ -85,9 +85,9 @@ class FeatureValues:
             if size == 0:
                 out[:, j] = [b""] * rows
                 continue
-            # A void view's tolist() gives one bytes object per row, trailing zeros kept.
-            raw = np.ascontiguousarray(block[:, start:start + size])
-            out[:, j] = raw.view(f"V{size}").ravel().tolist()
+            # A void view's tolist() gives one bytes object per row, trailing zeros kept; the
+            # view strides over the block's rows, so the bytes are copied once, into them.
+            out[:, j] = block[:, start:start + size].view(f"V{size}")[:, 0].tolist()
         return out
 
     def _floats(self, block):
