@@ -13,8 +13,9 @@ What it does, in one run:
    TensorFlow (``--data`` reuses those files; without it queuepipe writes them, with
    ``--records`` and ``--shards``). ``DATA/mnist-gzip/`` holds GZIP copies for the scaling table.
 2. Runs each pipeline in its own subprocess, so that its time to the first batch counts from
-   the process's launch (interpreter start and ``import queuepipe`` included) and its peak
-   memory is its own (the child's ``ru_maxrss``, from ``os.wait4``):
+   the process's launch (interpreter start and ``import queuepipe`` included, with the
+   bytecode caches written first, as an install writes them) and its peak memory is its own
+   (the child's ``ru_maxrss``, from ``os.wait4``):
 
    * ``qp_per_record``: the seeds' pattern, ``string_input_producer`` -> ``TFRecordReader.read``
      -> ``parse_single_example`` -> ``decode_raw`` -> ``shuffle_batch`` (2 threads);
@@ -204,6 +205,22 @@ def run_child(name: str, data: str, epochs: int, threads: int, workload: str,
 # -- running children and reading their lines ------------------------------------------------
 
 
+def compile_library() -> None:
+    """Writes queuepipe's bytecode caches, as installing a package does.
+
+    A source checkout installed in editable mode, run where ``PYTHONDONTWRITEBYTECODE`` is
+    set, never writes them: every child would compile each module it imports before its
+    first batch, a cost no installed copy pays.
+    """
+    import compileall
+
+    import queuepipe
+
+    compileall.compile_dir(os.path.dirname(queuepipe.__file__), quiet=2)
+
+
+
+
 def parse_line(line: str) -> dict:
     """``NAME examples N seconds S ...`` -> {field: number}."""
     words = line.split()
@@ -366,6 +383,7 @@ def main(argv=None) -> int:
     def log(text):
         print(text, file=sys.stderr, flush=True)
 
+    compile_library()
     data = os.path.abspath(args.data)
     if not os.path.exists(os.path.join(data, "truth.npz")):
         log(f"writing {args.records} records in {args.shards} shards under {data}")
