@@ -25,9 +25,8 @@ import logging
 import os
 import struct
 import zlib
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
-import crc32c as _crc32c
 import numpy as np
 
 from queuepipe.errors import DataLossError
@@ -50,6 +49,37 @@ _CORRUPT_POLICIES = ("raise", "skip")
 _MIN_RUN = 8  # shorter runs of equal-length records are cheaper one by one
 
 
+def _load_crc32c() -> Callable[..., int]:
+    """``crc32c.crc32c``, taken from the package's C extension without running its
+    ``__init__`` where the package is laid out so (crc32c 2.4 and later).
+
+    That ``__init__`` imports ``importlib.metadata`` to read its own version: about 20 ms,
+    spent before a pipeline's first batch. Any other layout is imported as usual.
+    """
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    loaded = sys.modules.get("crc32c._crc32c") or sys.modules.get("crc32c")
+    if loaded is None:
+        package = importlib.util.find_spec("crc32c")  # finds it without importing it
+        for folder in (package.submodule_search_locations or []) if package else []:
+            finder = importlib.machinery.FileFinder(folder, (
+                importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES))
+            spec = finder.find_spec("crc32c._crc32c")
+            if spec is not None:
+                loaded = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(loaded)
+                sys.modules["crc32c._crc32c"] = loaded  # the package's own import reuses it
+                break
+    if loaded is None or not hasattr(loaded, "crc32c"):
+        import crc32c as loaded
+    return loaded.crc32c
+
+
+_crc = _load_crc32c()
+
+
 def check_corrupt_records(policy: str) -> str:
     """Returns ``policy`` if it is a ``corrupt_records`` policy ("raise" or "skip").
 
@@ -63,7 +93,7 @@ def check_corrupt_records(policy: str) -> str:
 
 def masked_crc32c(data: bytes) -> int:
     """Returns the masked CRC-32C of ``data`` that TFRecord framing stores."""
-    crc = _crc32c.crc32c(data)
+    crc = _crc(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -494,7 +524,7 @@ class RecordScanner:
         """
         buf, pos, base = self._in.buf, self._in.pos, self._in.base
         size = len(buf)
-        unpack_header, unpack_footer, crc = _HEADER.unpack_from, _FOOTER.unpack_from, _crc32c.crc32c
+        unpack_header, unpack_footer, crc = _HEADER.unpack_from, _FOOTER.unpack_from, _crc
         append = out.append
         previous = -1  # the length of the record before, when it was taken one by one
         while len(out) < n:
@@ -551,7 +581,7 @@ class RecordScanner:
                                                 range(first + length,
                                                       first + length + count * stride,
                                                       stride))))
-        computed = np.fromiter(map(_crc32c.crc32c, records), dtype=np.uint32, count=count)
+        computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
         masked = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
             + np.uint32(_MASK_DELTA)
         stored = np.ascontiguousarray(frames[:count, HEADER_BYTES + length:]).view("<u4")
