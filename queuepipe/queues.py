@@ -1334,14 +1334,15 @@ class RandomShuffleQueue(QueueBase):
     def _take(self, n: int) -> List[np.ndarray]:
         count, remaining = self._count, self._count - n
         picks = self._rng.choice(count, size=n, replace=False)
-        out = [column[picks] for column in self._columns]
+        # take() gathers rows in about half the time of fancy indexing
+        out = [column.take(picks, axis=0) for column in self._columns]
         holes = picks[picks < remaining]
         if len(holes):
             kept = np.ones(n, dtype=bool)  # the rows of the tail that were not picked
             kept[picks[picks >= remaining] - remaining] = False
             sources = np.flatnonzero(kept) + remaining
             for column in self._columns:
-                column[holes] = column[sources]
+                column[holes] = column.take(sources, axis=0)
         self._clear(slice(remaining, count))
         self._count = remaining
         return out
