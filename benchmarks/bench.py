@@ -39,13 +39,11 @@ slightly.
 
 from __future__ import annotations
 
+# A child imports only what it runs: its time to the first batch counts from its launch, and
+# the parent's tools (subprocess, tempfile, statistics, json: about 30 ms) are not queuepipe's.
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Optional
 
@@ -233,6 +231,9 @@ def parse_line(line: str) -> dict:
 
 def launch(argv: list, env: Optional[dict] = None) -> dict:
     """Runs ``argv``; returns its result line parsed, with the child's peak RSS from wait4."""
+    import subprocess
+    import tempfile
+
     env = dict(os.environ if env is None else env)
     env[LAUNCH_ENV] = repr(time.time())
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -261,6 +262,8 @@ def peer_argv(python, peer, data, epochs):
 
 
 def median_of(runs: list) -> dict:
+    import statistics
+
     return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
 
 
@@ -425,6 +428,8 @@ def main(argv=None) -> int:
         print()
         print(table(results["scaling"], expected))
     if args.out:
+        import json
+
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     if args.plot:
