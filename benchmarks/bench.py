@@ -204,7 +204,7 @@ def run_child(name: str, data: str, epochs: int, threads: int, workload: str,
 
 
 def compile_library() -> None:
-    """Writes queuepipe's bytecode caches, as installing a package does.
+    """Writes queuepipe's bytecode caches (and this file's), as installing a package does.
 
     A source checkout installed in editable mode, run where ``PYTHONDONTWRITEBYTECODE`` is
     set, never writes them: every child would compile each module it imports before its
@@ -215,6 +215,7 @@ def compile_library() -> None:
     import queuepipe
 
     compileall.compile_dir(os.path.dirname(queuepipe.__file__), quiet=2)
+    compileall.compile_file(os.path.abspath(__file__), quiet=2)
 
 
 
@@ -251,8 +252,13 @@ def launch(argv: list, env: Optional[dict] = None) -> dict:
     return result
 
 
+# A child imports this file as a module, from its bytecode cache: run as a script, it would be
+# compiled anew in every child, before its first batch.
+_CHILD_MAIN = f"import sys; sys.path.insert(0, {HERE!r}); import bench; sys.exit(bench.main())"
+
+
 def child_argv(name, data, epochs, threads=2, workload="mnist", compression=""):
-    return [sys.executable, os.path.abspath(__file__), "--child", name, "--data", data,
+    return [sys.executable, "-c", _CHILD_MAIN, "--child", name, "--data", data,
             "--epochs", str(epochs), "--threads", str(threads), "--workload", workload,
             "--compression", compression]
 
