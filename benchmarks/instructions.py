@@ -1,0 +1,123 @@
+"""Instructions per record of queuepipe's two pipelines, counted by valgrind: a figure that a
+busy, shared machine does not move.
+
+usage::
+
+    python benchmarks/instructions.py --data /tmp/bench-data            # both pipelines
+    python benchmarks/instructions.py --data /tmp/bench-data per_record --records 20000
+
+Wall-clock rates on a shared 2-core machine vary by half from run to run, too much to see a
+change of a few percent. This runs each pipeline's work in one thread, with the benchmark's
+own producer and queue sizes (``bench.py``), under ``valgrind --tool=callgrind`` twice, for
+``--records`` and for 2,000 records, and prints the difference divided by the difference in
+records: the instructions one more record costs, imports and warm-up excluded.
+
+* ``per_record``: the seeds' ``example()`` (``TFRecordReader.read``, ``parse_single_example``,
+  ``decode_raw``) called by ``shuffle_batch``'s enqueue op into a shuffle queue of 10,384
+  elements, and ``dequeue_many(128)`` whenever it is nearly full.
+* ``bulk``: ``read_up_to(1024)``, ``parse_example``, ``decode_raw`` and ``enqueue_many`` into a
+  shuffle queue of 20,000 elements, drained by ``dequeue_many(128)`` down to 10,128.
+
+Threads are left out on purpose: what they add (GIL hand-overs, cache traffic between cores)
+is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's package) and the workload
+that ``bench.py`` writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BASELINE = 2000  # records of the run that is subtracted (imports, first file, warm-up)
+
+
+def run(pipeline: str, data: str, records: int) -> None:
+    """Runs ``pipeline`` over ``records`` records in this thread (the measured program)."""
+    sys.path.insert(0, HERE)
+    import bench
+    import queuepipe as qp
+    from queuepipe.batching import _DeferredQueue, _EnqueueOp, _Structure
+
+    folder = os.path.join(data, "mnist")
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
+    filenames = qp.FIFOQueue(3 * len(files) + 1, qp.string)
+    filenames.enqueue_many([files * 3])
+    filenames.close()
+    reader = qp.TFRecordReader()
+    specs = bench._specs(qp, "mnist")
+    if pipeline == "per_record":
+        capacity = bench.BUFFER + 3 * bench.BATCH
+
+        def example():
+            _, serialized = reader.read(filenames)
+            return bench._decoded(qp, qp.io.parse_single_example(serialized, specs), "mnist")
+
+        deferred = _DeferredQueue(
+            lambda dtypes, shapes, names: qp.RandomShuffleQueue(
+                capacity, bench.BUFFER, dtypes=dtypes, shapes=shapes, names=names, seed=0),
+            None, False, capacity, "per_record")
+        op = _EnqueueOp(example, deferred, _Structure(), False, True)
+        op()
+        queue = deferred._queue
+        while queue.stats()["enqueued"] < records:
+            op()
+            if queue.size() > capacity - 200:
+                queue.dequeue_many(bench.BATCH)
+        return
+    queue = qp.RandomShuffleQueue(2 * bench.BUFFER, bench.BUFFER, dtypes=[qp.uint8, qp.int64],
+                                  shapes=[[784], []], names=["image", "label"], seed=0)
+    done = 0
+    while done < records:
+        _, values = reader.read_up_to(filenames, bench.BULK_CHUNK)
+        queue.enqueue_many(bench._decoded(qp, qp.io.parse_example(values, specs), "mnist"))
+        done += len(values)
+        while queue.size() >= bench.BUFFER + bench.BATCH + bench.BULK_CHUNK:
+            queue.dequeue_many(bench.BATCH)
+
+
+def instructions(pipeline: str, data: str, records: int) -> int:
+    """The instructions valgrind counts for a whole run of ``pipeline`` over ``records``."""
+    env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in every run
+    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+            os.path.abspath(__file__), pipeline, "--data", data, "--records", str(records),
+            "--run"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or not found:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/instructions.py",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("pipelines", nargs="*", metavar="PIPELINE",
+                    help="per_record or bulk (default: both)")
+    ap.add_argument("--data", default="/tmp/bench-data", help="the workload (bench.py --data)")
+    ap.add_argument("--records", type=int, default=22000,
+                    help=f"records of the measured run (more than {BASELINE})")
+    ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    pipelines = args.pipelines or ["per_record", "bulk"]
+    unknown = sorted(set(pipelines) - {"per_record", "bulk"})
+    if unknown:
+        ap.error(f"unknown pipeline(s) {unknown}: choose per_record or bulk")
+    if args.run:
+        run(pipelines[0], os.path.abspath(args.data), args.records)
+        return 0
+    if args.records <= BASELINE:
+        ap.error(f"--records must exceed {BASELINE}")
+    for pipeline in pipelines:
+        extra = (instructions(pipeline, args.data, args.records)
+                 - instructions(pipeline, args.data, BASELINE))
+        print(f"{pipeline}: {extra / (args.records - BASELINE):,.0f} instructions per record "
+              f"(callgrind, {args.records - BASELINE:,} records)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

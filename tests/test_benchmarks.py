@@ -1,0 +1,44 @@
+"""The benchmark scripts still run: bench.py's children and instructions.py's pipelines on a
+small workload, every record delivered once. (Their figures are measured by running them,
+never asserted here.)"""
+
+import importlib.util
+import os
+
+import pytest
+
+BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "benchmarks")
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}",
+                                                  os.path.join(BENCHMARKS, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory):
+    bench = load("bench")
+    data = str(tmp_path_factory.mktemp("bench-data"))
+    bench.write_workloads(data, records=600, shards=2)
+    return bench, data
+
+
+@pytest.mark.parametrize("name, threads", [("qp_per_record", 2), ("qp_bulk", 1)])
+def test_a_bench_child_delivers_every_record_of_every_epoch_once(workload, name, threads):
+    bench, data = workload
+    result = bench.launch(bench.child_argv(name, data, 2, threads))
+    expected = bench.truth(data, 2)
+    assert (result["examples"], result["label_sum"]) == (expected["examples"],
+                                                         expected["label_sum"])
+    assert 0 < result["first_batch"] <= result["seconds"] and result["peak_rss_kib"] > 0
+
+
+@pytest.mark.parametrize("pipeline", ["per_record", "bulk"])
+def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline):
+    bench, data = workload
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    load("instructions").run(pipeline, data, 1000)
