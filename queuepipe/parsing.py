@@ -694,7 +694,8 @@ def _compile_single(data, features):
     outputs = []
     for i, feature in enumerate(features):
         namespace[f"key{i}"] = feature.key
-        outputs.append(f"key{i}: {_value_source(feature, layout.features[feature.key], i, namespace)}")
+        value = _value_source(feature, layout.features[feature.key], i, namespace)
+        outputs.append(f"key{i}: {value}")
     source = (f"def parse(data):\n"
               f"    if {' or '.join(checks) or 'False'}:\n"
               f"        return None\n"
