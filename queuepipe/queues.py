@@ -75,6 +75,10 @@ _CASTABLE_KINDS = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
 # The largest copy into a column that keeps the GIL (see _assign).
 _KEEP_GIL_BYTES = 1 << 16
 
+# An enqueue of many elements that waits for room waits for this fraction of the capacity
+# (or for all it has left to put) unless a dequeue waits too: see _refill_wanted.
+_REFILL_FRACTION = 16
+
 # How often an enqueue yields the GIL while the queue's lock is held (_let_holder_finish).
 _YIELDS_TO_HOLDER = 4
 
@@ -261,6 +265,9 @@ class QueueBase:
         # The size each blocked dequeue waits for: an enqueue wakes them only once the
         # smallest is reached (waking a consumer per element costs a thread switch each).
         self._needs: List[int] = []
+        # The room each blocked enqueue waits for: a dequeue wakes them only once the
+        # smallest is there, or while a dequeue waits itself (see _wake_producers).
+        self._room_needs: List[int] = []
         # Elements that grouping enqueue ops produced and checked but did not put yet (see
         # _add_stage); a dequeue about to wait takes them first.
         self._stages: List[collections.deque] = []
@@ -704,11 +711,12 @@ class QueueBase:
     # -- blocking ---------------------------------------------------------------------------
 
     def _wait(self, condition: threading.Condition, deadline: Optional[float], op: str,
-              started: float, need: Optional[int] = None) -> None:
+              started: float, need: Optional[int] = None, room: Optional[int] = None) -> None:
         """Waits once on ``condition`` (lock held) and accounts for the time.
 
         A dequeue passes ``need``, the size that lets it go on; enqueues notify only once it
-        is reached (``close`` and ``abort`` always notify).
+        is reached (``close`` and ``abort`` always notify). An enqueue passes ``room``, the
+        room it waits for; dequeues notify only once it is there, or while a dequeue waits.
 
         The blocking calls hold ``self._lock`` through ``with self._lock:``, never through
         ``with condition:``: ``Condition.__enter__`` is Python code, and a KeyboardInterrupt
@@ -745,17 +753,23 @@ class QueueBase:
         if threading.current_thread() is threading.main_thread():
             remaining = (_MAIN_THREAD_WAIT_SLICE_SECS if remaining is None
                          else min(remaining, _MAIN_THREAD_WAIT_SLICE_SECS))
-        if need is None:
-            condition.wait(remaining)
-        else:
+        if need is not None:
             self._needs.append(need)
             try:
+                if self._room_needs:  # enqueues waiting for more room: put what fits now
+                    self._not_full.notify_all()
                 # Registered before taking staged elements: an op that stages one later sees
                 # the need and puts it (see _add_stage).
                 if not (self._stages and self._take_staged(need)):
                     condition.wait(remaining)
             finally:
                 self._needs.remove(need)
+        else:
+            self._room_needs.append(room)
+            try:
+                condition.wait(remaining)
+            finally:
+                self._room_needs.remove(room)
         waited = time.monotonic() - now
         if consumer:
             self._consumer_wait += waited
@@ -774,6 +788,19 @@ class QueueBase:
 
     def _room(self) -> int:
         return self._capacity - self._size()
+
+    def _refill_wanted(self, left: int) -> int:
+        """The room an enqueue with ``left`` elements to put waits for before it puts some,
+        while no dequeue waits: all of them, up to a sixteenth of the capacity. A full queue
+        then takes a bulk producer's chunk in a few puts instead of one per dequeued batch (a
+        wake-up and two thread hand-overs each). Lock held."""
+        return min(left, max(1, self._capacity // _REFILL_FRACTION))
+
+    def _wake_producers(self) -> None:
+        """Wakes the blocked enqueues once one of them has the room it waits for, or while a
+        dequeue waits (they then put what fits). Lock held."""
+        if self._room_needs and (self._needs or self._room() >= min(self._room_needs)):
+            self._not_full.notify_all()
 
     # -- enqueue ----------------------------------------------------------------------------
 
@@ -800,7 +827,7 @@ class QueueBase:
             while self._room() <= 0:
                 if self._cancelled:
                     raise CancelledError(f"Queue '{self._name}' is closed.")
-                self._wait(self._not_full, deadline, "enqueue", started)
+                self._wait(self._not_full, deadline, "enqueue", started, room=1)
             if self._cancelled:
                 raise CancelledError(f"Queue '{self._name}' is closed.")
             self._put_one(values)
@@ -837,8 +864,9 @@ class QueueBase:
                 room = self._room()
                 if self._cancelled:
                     raise CancelledError(f"Queue '{self._name}' is closed.")
-                if room <= 0:
-                    self._wait(self._not_full, deadline, "enqueue_many", started)
+                wanted = self._refill_wanted(n - done)
+                if room <= 0 or (room < wanted and not self._needs):
+                    self._wait(self._not_full, deadline, "enqueue_many", started, room=wanted)
                     continue
                 k = min(room, n - done)
                 part = batch if k == n else [b[done:done + k] for b in batch]
@@ -927,8 +955,9 @@ class QueueBase:
                     if self._cancelled:
                         raise CancelledError(f"Queue '{self._name}' is closed.")
                     room = self._room()
-                    if room <= 0:
-                        self._wait(self._not_full, deadline, "enqueue", started)
+                    wanted = self._refill_wanted(len(stage))
+                    if room <= 0 or (room < wanted and not self._needs):
+                        self._wait(self._not_full, deadline, "enqueue", started, room=wanted)
                         continue
                     self._unstage(stage, room)
                     self._wake_consumers()
@@ -998,7 +1027,7 @@ class QueueBase:
                            need=self._min_after() + 1)
             values = self._take_one()
             self._dequeued += 1
-            self._not_full.notify_all()
+            self._wake_producers()
         return self._output_one(values)
 
     def dequeue_many(self, n: int, timeout: Optional[float] = None) -> Any:
@@ -1076,7 +1105,7 @@ class QueueBase:
                     if k > 0:
                         chunks.append(self._take(k))
                         got += k
-                        self._not_full.notify_all()
+                        self._wake_producers()
                     if self._closed and allow_smaller:
                         break
                 raw = chunks[0] if len(chunks) == 1 else [

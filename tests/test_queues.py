@@ -578,6 +578,32 @@ def test_enqueue_many_larger_than_capacity_goes_in_as_room_appears(kind):
     assert in_order(kind, got, range(10))
 
 
+
+def test_a_full_queue_refills_in_chunks_without_starving_a_waiting_dequeue():
+    # An enqueue_many waiting for room waits for a sixteenth of the capacity (or all it has
+    # left) before it puts more, unless a dequeue waits: then it puts what fits. Here every
+    # dequeue waits for more than the refill step leaves room for (the pool of 90 plus 8),
+    # so only that rule lets both go on.
+    q = qp.RandomShuffleQueue(100, 90, [qp.int64], shapes=[[]], seed=1, name="q")
+    chunks = [np.arange(i, i + 64) for i in range(0, 1024, 64)]
+
+    def produce():
+        for chunk in chunks:
+            q.enqueue_many([chunk])
+        q.close()
+
+    producer = Call(produce)
+    producer.start()
+    got = []
+    while True:
+        try:
+            got += q.dequeue_up_to(8, timeout=30).tolist()
+        except OutOfRangeError:
+            break
+    producer.join(30)
+    assert producer.error is None and not producer.is_alive()
+    assert Counter(got) == Counter(range(1024))
+
 # -- timeouts --------------------------------------------------------------------------------
 
 
