@@ -54,6 +54,11 @@ BATCH, BUFFER = 128, 10000
 BULK_CHUNK = 1024  # records per read_up_to + parse_example in qp_bulk
 LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
 PEERS = ("floor", "tfdata", "tf1queue", "tfrecord_pkg")
+# No seed, as the peers' shuffles have none. (A seeded read_batch_features with one enqueue
+# thread draws every batch from a full queue, so that it repeats exactly: the producer then
+# refills each batch before the next, a wake-up on both sides per batch: see
+# docs/performance.md.)
+SEED = None
 FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "peak_rss_kib")
 
 
@@ -140,7 +145,7 @@ def _decoded(qp, parsed: dict, workload: str) -> dict:
 
 def pipeline_per_record(qp, files, epochs, threads, workload, options):
     """The seeds' pattern: one record per call of the producer, ``threads`` threads."""
-    filenames = qp.train.string_input_producer(files, num_epochs=epochs, shuffle=True, seed=0)
+    filenames = qp.train.string_input_producer(files, num_epochs=epochs, shuffle=True, seed=SEED)
     reader = qp.TFRecordReader(options=options)
     specs = _specs(qp, workload)
 
@@ -149,7 +154,7 @@ def pipeline_per_record(qp, files, epochs, threads, workload, options):
         return _decoded(qp, qp.io.parse_single_example(serialized, specs), workload)
 
     return qp.train.shuffle_batch(example, batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
-                                  min_after_dequeue=BUFFER, num_threads=threads, seed=0,
+                                  min_after_dequeue=BUFFER, num_threads=threads, seed=SEED,
                                   allow_smaller_final_batch=True)
 
 
@@ -165,7 +170,7 @@ def pipeline_bulk(qp, files, epochs, threads, workload, options):
     return qp.train.read_batch_features(
         files, BATCH, specs, reader=functools.partial(qp.TFRecordReader, options=options),
         num_epochs=epochs, queue_capacity=2 * BUFFER, num_enqueue_threads=threads,
-        parse_fn=parse, seed=0, read_batch_size=BULK_CHUNK)
+        parse_fn=parse, seed=SEED, read_batch_size=BULK_CHUNK)
 
 
 PIPELINES = {"qp_per_record": pipeline_per_record, "qp_bulk": pipeline_bulk}
