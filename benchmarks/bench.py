@@ -223,8 +223,6 @@ def compile_library() -> None:
     compileall.compile_file(os.path.abspath(__file__), quiet=2)
 
 
-
-
 def parse_line(line: str) -> dict:
     """``NAME examples N seconds S ...`` -> {field: number}."""
     words = line.split()

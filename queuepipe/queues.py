@@ -711,12 +711,13 @@ class QueueBase:
     # -- blocking ---------------------------------------------------------------------------
 
     def _wait(self, condition: threading.Condition, deadline: Optional[float], op: str,
-              started: float, need: Optional[int] = None, room: Optional[int] = None) -> None:
+              started: float, need: Optional[int] = None, room: int = 1) -> None:
         """Waits once on ``condition`` (lock held) and accounts for the time.
 
         A dequeue passes ``need``, the size that lets it go on; enqueues notify only once it
-        is reached (``close`` and ``abort`` always notify). An enqueue passes ``room``, the
-        room it waits for; dequeues notify only once it is there, or while a dequeue waits.
+        is reached (``close`` and ``abort`` always notify). Otherwise the caller is an enqueue
+        waiting for ``room``; dequeues notify it only once that is there, or while a dequeue
+        waits.
 
         The blocking calls hold ``self._lock`` through ``with self._lock:``, never through
         ``with condition:``: ``Condition.__enter__`` is Python code, and a KeyboardInterrupt

@@ -573,14 +573,11 @@ class RecordScanner:
             count = int(same.argmin())
         if count < _MIN_RUN or masked_crc32c(buf[pos:pos + 8]) != _HEADER.unpack_from(buf, pos)[1]:
             return 0
-        first = pos + HEADER_BYTES
+        starts = range(pos + HEADER_BYTES, pos + HEADER_BYTES + count * stride, stride)
+        stops = range(starts.start + length, starts.stop + length, stride)
         # The records cut out and their checksums computed by map, in C: no Python frame
         # per record.
-        records = list(map(buf.__getitem__, map(slice, range(first, first + count * stride,
-                                                              stride),
-                                                range(first + length,
-                                                      first + length + count * stride,
-                                                      stride))))
+        records = list(map(buf.__getitem__, map(slice, starts, stops)))
         computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
         masked = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
             + np.uint32(_MASK_DELTA)
