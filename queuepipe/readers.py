@@ -244,6 +244,18 @@ def _object_array(items: List[bytes]) -> np.ndarray:
     return out
 
 
+def _keys(prefix: bytes, offsets: List[int]) -> List[bytes]:
+    """The keys ``b"<file>:<offset>"`` of records at ``offsets`` in the file named ``prefix``.
+
+    All are formatted by one ``%`` and cut apart at NUL bytes, which a local file name cannot
+    hold: about half the cost of formatting each key on its own.
+    """
+    key = prefix.replace(b"%", b"%%") + b":%d"
+    if not offsets or b"\0" in prefix:
+        return list(map(key.__mod__, offsets))
+    return (((key + b"\0") * (len(offsets) - 1) + key) % tuple(offsets)).split(b"\0")
+
+
 class TFRecordReader(ReaderBase):
     """Reads the records of TFRecord files, as TF's ``tf.compat.v1.TFRecordReader``.
 
@@ -275,14 +287,10 @@ class TFRecordReader(ReaderBase):
 
     def _read_records(self, n: int) -> Records:
         try:
-            batch = self._scanner.next_batch(n)
+            offsets, values = self._scanner.next_columns(n)
         finally:
             self._skipped = self._skipped_before + self._scanner.skipped
-        if not batch:
-            return [], [], self._scanner.finished
-        offsets, values = zip(*batch)
-        key = self._key_prefix.replace(b"%", b"%%") + b":%d"  # b"<file>:<offset>"
-        return list(map(key.__mod__, offsets)), list(values), self._scanner.finished
+        return _keys(self._key_prefix, offsets), values, self._scanner.finished
 
     def _stop(self) -> None:
         self._skipped_before += self._scanner.skipped

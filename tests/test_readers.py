@@ -13,7 +13,7 @@ import pytest
 import queuepipe as qp
 from queuepipe.errors import DataLossError, NotFoundError, OutOfRangeError
 from queuepipe.readers import (
-    FixedLengthRecordReader, ReaderBase, TFRecordReader, TextLineReader, WholeFileReader,
+    FixedLengthRecordReader, ReaderBase, TFRecordReader, TextLineReader, WholeFileReader, _keys,
 )
 from queuepipe.records import TFRecordWriter
 
@@ -375,3 +375,11 @@ def test_reads_ahead_yet_counts_and_finishes_files_as_record_by_record(tmp_path,
     with pytest.raises(OutOfRangeError):  # the read after the last record finishes the file
         reader.read(queue)
     assert (reader.num_records_produced(), reader.num_work_units_completed()) == (35, 2)
+
+
+def test_keys_of_a_name_with_a_nul_byte_are_formatted_one_by_one():
+    # _keys cuts keys apart at NUL bytes; a name holding one (possible only for a protocol
+    # path) takes the one-by-one way and still gives whole keys.
+    assert _keys(b"mem://a\0b%", [0, 16]) == [b"mem://a\0b%:0", b"mem://a\0b%:16"]
+    assert _keys(b"f", []) == []
+    assert _keys(b"f%d", [5, 70]) == [b"f%d:5", b"f%d:70"]

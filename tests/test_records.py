@@ -479,3 +479,20 @@ def test_runs_of_equal_length_records_read_as_one_by_one(tmp_path, monkeypatch, 
         assert got == list(zip(offsets, records))[:70] and error is not None
     else:
         assert is_subsequence([r for _, r in got], records) and skipped >= 1
+
+
+@pytest.mark.parametrize("records", [
+    [bytes([i]) + b"\0" * 99 for i in range(40)] + [b"\0" * 100] * 20,  # zeros at the end
+    [b""] * 50 + [b"x"] + [b""] * 30,  # runs of empty records
+], ids=["trailing_zeros", "empty"])
+def test_records_of_a_run_keep_every_byte(tmp_path, monkeypatch, records):
+    path = write(tmp_path / "zeros.tfrecord", records)
+    taken = []
+    take_run = RecordScanner._take_run
+    monkeypatch.setattr(RecordScanner, "_take_run",
+                        lambda self, *a: taken.append(take_run(self, *a)) or taken[-1])
+    got, error, skipped = scan(path, "raise")
+    assert [r for _, r in got] == records and error is None
+    assert sum(taken) > len(records) // 2  # most came by the run path, not one by one
+    assert all(type(r) is bytes for _, r in got)
+    assert got == scan(path, "raise", monkeypatch, runs=False)[0]
