@@ -400,8 +400,8 @@ def _parse_fast(records, features, sinks):
     for length in [lengths[0]] if uniform else np.unique(lengths).tolist():
         rows = np.arange(len(lengths)) if uniform else np.flatnonzero(lengths == length)
         if len(rows) >= _MIN_GROUP:
-            block = np.frombuffer(b"".join([records[i] for i in rows]),
-                                  dtype=np.uint8).reshape(len(rows), length)
+            group = records if uniform else list(map(records.__getitem__, rows.tolist()))
+            block = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(rows), length)
             rows = _parse_length_group(block, rows, keys, features, sinks, left)
         left.extend(rows.tolist())
     left.sort()
