@@ -62,7 +62,7 @@ from queuepipe.errors import DeadlineExceededError, InvalidArgumentError, NotFou
 from queuepipe.parsing import FixedLenFeature, parse_example
 from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
-from queuepipe.readers import TFRecordReader
+from queuepipe.readers import ReaderBase, TFRecordReader
 from queuepipe.runner import Pipeline, QueueRunner, get_default_pipeline, start_queue_runners
 
 __all__ = ["Batches", "batch", "shuffle_batch", "batch_join", "shuffle_batch_join",
@@ -1035,18 +1035,27 @@ def maybe_shuffle_batch_join(tensors_list: Sequence[Callable[[], Any]], batch_si
 
 
 class _ReadParse:
-    """The producer of :func:`read_batch_features`: a chunk of records, parsed as one batch."""
+    """The producer of :func:`read_batch_features`: a chunk of records, parsed as one batch.
+
+    ``parse`` takes the chunk's values and, when ``keyed``, their keys; unkeyed, a queuepipe
+    reader makes no keys at all.
+    """
 
     def __init__(self, reader: Any, filenames: Any, read_batch_size: int,
-                 parse: Callable[[np.ndarray, np.ndarray], Any]) -> None:
+                 parse: Callable[..., Any], keyed: bool) -> None:
         self._reader = reader
         self._filenames = filenames
         self._read_batch_size = read_batch_size
         self._parse = parse
+        self._keyed = keyed
 
     def __call__(self) -> Any:
-        keys, values = self._reader.read_up_to(self._filenames, self._read_batch_size)
-        return self._parse(values, keys)
+        if self._keyed:
+            keys, values = self._reader.read_up_to(self._filenames, self._read_batch_size)
+            return self._parse(values, keys)
+        if isinstance(self._reader, ReaderBase):
+            return self._parse(self._reader._read_values(self._filenames, self._read_batch_size))
+        return self._parse(self._reader.read_up_to(self._filenames, self._read_batch_size)[1])
 
 
 def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[str, Any],
@@ -1130,8 +1139,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
             return parse_example(serialized, features, example_names=keys)
     else:
-        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
-            return parse_fn(serialized)
+        parse = parse_fn  # takes the values alone: the readers make no keys
     files = match_filenames_once(file_pattern)()
     if not len(files):
         raise NotFoundError(f"read_batch_features: no file matches {file_pattern!r}")
@@ -1141,7 +1149,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     filenames = string_input_producer(files, num_epochs=num_epochs, shuffle=randomize_input,
                                       seed=seed, name=f"{scope}/file_name_queue")
     readers = [reader() for _ in range(reader_num_threads)]
-    producers = [_ReadParse(readers[i % reader_num_threads], filenames, read_batch_size, parse)
+    producers = [_ReadParse(readers[i % reader_num_threads], filenames, read_batch_size, parse,
+                            keyed=parse_fn is None)
                  for i in range(num_enqueue_threads)]
     return _batching(producers, 1, scope=scope, batch_size=batch_size, capacity=queue_capacity,
                      min_after_dequeue=queue_capacity // 2 if randomize_input else None,

@@ -246,39 +246,38 @@ class ShardedTFRecordReader(TFRecordReader):
     def _read_records(self, n: int):
         if self._entries is None:
             return self._scan_records(n)
-        prefix = self._key_prefix + b":"
-        keys: List[bytes] = []
+        offsets: List[int] = []
         values: List[bytes] = []
-        while len(keys) < n and self._next_entry < len(self._entries):
+        while len(values) < n and self._next_entry < len(self._entries):
             offset, length = self._entries[self._next_entry]
             try:
                 data = self._read_at(offset, length)
             except DataLossError:
-                if not keys:
+                if not values:
                     raise  # the entry stays next, so every later read raises it again
                 break  # return the records before the damage; the next call raises
             self._next_entry += 1
             if data is not None:
-                keys.append(prefix + b"%d" % offset)
+                offsets.append(offset)
                 values.append(data)
-        return keys, values, self._next_entry == len(self._entries)
+        return offsets, values, self._next_entry == len(self._entries)
 
     def _scan_records(self, n: int):
         """Scanning mode: this rank's records among the next ones of the scanner."""
         rank, world_size = self._shard
-        keys: List[bytes] = []
+        offsets: List[int] = []
         values: List[bytes] = []
-        while len(keys) < n and not self._scanner.finished:
-            wanted = (n - len(keys)) * world_size
-            more_keys, more_values, finished = super()._read_records(wanted)
-            for key, value in zip(more_keys, more_values):
+        while len(values) < n and not self._scanner.finished:
+            wanted = (n - len(values)) * world_size
+            more_offsets, more_values, finished = super()._read_records(wanted)
+            for offset, value in zip(more_offsets, more_values):
                 if self._position % world_size == rank:
-                    keys.append(key)
+                    offsets.append(offset)
                     values.append(value)
                 self._position += 1
-            if len(more_keys) < wanted and not finished:
+            if len(more_values) < wanted and not finished:
                 break  # damage waits to be raised by the next call
-        return keys, values, self._scanner.finished
+        return offsets, values, self._scanner.finished
 
     def _read_at(self, offset: int, length: int) -> Optional[bytes]:
         """The data of the record framed in ``length`` bytes at ``offset``, both crcs checked.

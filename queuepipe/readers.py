@@ -39,7 +39,10 @@ from queuepipe.remote import open_file
 __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",
            "WholeFileReader"]
 
-Records = Tuple[List[bytes], List[bytes], bool]  # keys, values, whether the file is finished
+# The records _read_records returns: their positions in the file (what the key names after
+# the file name: a byte offset, a line number, an index), their values, whether the file is
+# finished.
+Records = Tuple[List[int], List[bytes], bool]
 
 # A read() takes records from its file ahead, about _READ_AHEAD_BYTES of them (sized by the
 # records it read last) and at most _READ_AHEAD; it hands them out one per call. Fewer takes
@@ -64,7 +67,8 @@ class ReaderBase:
 
     Subclasses implement three hooks, each called with the lock held: :meth:`_start` opens a
     file, :meth:`_read_records` returns up to ``n`` records of it and whether it is finished,
-    and :meth:`_stop` closes it.
+    and :meth:`_stop` closes it. Keys are made from the records' positions only when a caller
+    wants them (:meth:`_keys`).
 
     Args:
       name: a name for messages and for ``name``; defaults to the class name.
@@ -95,7 +99,8 @@ class ReaderBase:
         raise NotImplementedError
 
     def _read_records(self, n: int) -> Records:
-        """Returns up to ``n`` records of the current file and whether it is finished.
+        """Returns up to ``n`` records of the current file, as their positions and values, and
+        whether it is finished.
 
         Returns fewer than ``n`` records only when the file is finished, or when damage waits
         to be raised by the next call. Called with the lock held.
@@ -109,33 +114,39 @@ class ReaderBase:
     def _reset(self) -> None:
         """Zeroes a subclass's own counters. Called with the lock held, after :meth:`_stop`."""
 
+    def _keys(self, positions: List[int]) -> List[bytes]:
+        """The keys of the current file's records at ``positions``: ``b"<file>:<position>"``.
+        Called with the lock held."""
+        return _format_keys(self._key_prefix, positions)
+
     # -- the work loop and the public methods ----------------------------------------------
 
-    def _read(self, queue, n: int) -> Tuple[List[bytes], List[bytes]]:
+    def _read(self, queue, n: int, keyed: bool = True) -> Tuple[List[bytes], List[bytes]]:
         """TF's ``ReaderBase::ReadUpTo``: records of one file, dequeuing files until some come.
 
         A call for one record (``read``) takes up to ``self._ahead_count`` and leaves the rest
         in ``self._ahead``; every call returns those first. A file whose last records were taken
         ahead counts as finished when the call after them finds it so, as without read-ahead.
+        Without ``keyed``, the keys of the records read now are not made (and not returned).
         """
         with self._lock:
             keys: List[bytes] = []
             values: List[bytes] = []
-            while len(keys) < n:  # read() pops without the lock: take until empty
+            while len(values) < n:  # read() pops without the lock: take until empty
                 try:
                     key, value = self._ahead.popleft()
                 except IndexError:
                     break
                 keys.append(key)
                 values.append(value)
-            if len(keys) == n:
+            if len(values) == n:
                 return keys, values
-            n -= len(keys)
+            n -= len(values)
             if self._ahead_finished:
                 self._ahead_finished = False
                 self._finish_work()
                 self._work_units_completed += 1
-                if keys:
+                if values:
                     return keys, values
             while True:
                 if self._work is None:
@@ -146,24 +157,25 @@ class ReaderBase:
                 # An error leaves the file current, so the next call raises it again, as in
                 # TensorFlow: a reader never moves silently past damage (reset() drops it).
                 ahead = n == 1 and not keys
-                more_keys, more_values, finished = self._read_records(
+                positions, more_values, finished = self._read_records(
                     self._ahead_count if ahead else n)
                 if ahead and more_values:
                     size = sum(map(len, more_values)) or 1
                     self._ahead_count = max(1, min(
                         _READ_AHEAD, _READ_AHEAD_BYTES * len(more_values) // size))
-                if len(more_keys) > n:
-                    self._ahead.extend(zip(more_keys[n:], more_values[n:]))
+                if len(more_values) > n:
+                    self._ahead.extend(zip(self._keys(positions[n:]), more_values[n:]))
                     self._ahead_finished = finished
                     finished = False
-                    del more_keys[n:], more_values[n:]
-                self._records_produced += len(more_keys) + len(self._ahead)
-                keys += more_keys
+                    del positions[n:], more_values[n:]
+                self._records_produced += len(more_values) + len(self._ahead)
+                if keyed:
+                    keys += self._keys(positions)
                 values += more_values
                 if finished:
                     self._finish_work()
                     self._work_units_completed += 1
-                if keys:
+                if values:
                     return keys, values
 
     def _finish_work(self) -> None:
@@ -214,6 +226,11 @@ class ReaderBase:
         keys, values = self._read(queue, int(num_records))
         return _object_array(keys), _object_array(values)
 
+    def _read_values(self, queue, num_records: int) -> np.ndarray:
+        """:meth:`read_up_to`'s values alone, without making their keys (for a caller that
+        has no use for them, such as ``read_batch_features`` with a ``parse_fn``)."""
+        return _object_array(self._read(queue, num_records, keyed=False)[1])
+
     # The counters are read without the lock (reading an int is atomic), so a monitor never
     # waits behind a reader thread that is blocked on its queue.
 
@@ -244,16 +261,16 @@ def _object_array(items: List[bytes]) -> np.ndarray:
     return out
 
 
-def _keys(prefix: bytes, offsets: List[int]) -> List[bytes]:
-    """The keys ``b"<file>:<offset>"`` of records at ``offsets`` in the file named ``prefix``.
+def _format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:
+    """The keys ``b"<file>:<position>"`` of records at ``positions`` in the file ``prefix``.
 
     All are formatted by one ``%`` and cut apart at NUL bytes, which a local file name cannot
     hold: about half the cost of formatting each key on its own.
     """
     key = prefix.replace(b"%", b"%%") + b":%d"
-    if not offsets or b"\0" in prefix:
-        return list(map(key.__mod__, offsets))
-    return (((key + b"\0") * (len(offsets) - 1) + key) % tuple(offsets)).split(b"\0")
+    if not positions or b"\0" in prefix:
+        return list(map(key.__mod__, positions))
+    return (((key + b"\0") * (len(positions) - 1) + key) % tuple(positions)).split(b"\0")
 
 
 class TFRecordReader(ReaderBase):
@@ -290,7 +307,7 @@ class TFRecordReader(ReaderBase):
             offsets, values = self._scanner.next_columns(n)
         finally:
             self._skipped = self._skipped_before + self._scanner.skipped
-        return _keys(self._key_prefix, offsets), values, self._scanner.finished
+        return offsets, values, self._scanner.finished
 
     def _stop(self) -> None:
         self._skipped_before += self._scanner.skipped
@@ -358,15 +375,14 @@ class TextLineReader(ReaderBase):
         return line[:-1] if line.endswith(b"\r") else line
 
     def _read_records(self, n: int) -> Records:
-        prefix = self._key_prefix + b":"
-        keys, values = [], []
-        while len(keys) < n:
+        lines, values = [], []
+        while len(values) < n:
             line = self._next_line()
             if line is None:
-                return keys, values, True
-            keys.append(prefix + b"%d" % self._line)
+                return lines, values, True
+            lines.append(self._line)
             values.append(line)
-        return keys, values, False
+        return lines, values, False
 
     def _stop(self) -> None:
         self._in.close()
@@ -418,22 +434,21 @@ class FixedLengthRecordReader(ReaderBase):
 
     def _read_records(self, n: int) -> Records:
         b = self._in
-        prefix = self._key_prefix + b":"
         size = self._record_bytes
-        keys, values = [], []
-        while len(keys) < n:
+        indices, values = [], []
+        while len(values) < n:
             if not b.fill(self._advance + size + self._footer_bytes):
                 if b.damage:
                     raise DataLossError(
                         f"{b.damage}, reading record {self._index} in file '{b.path}'",
                         path=b.path, offset=b.offset)
-                return keys, values, True
+                return indices, values, True
             b.pos += self._advance
             self._advance = self._hop_bytes
             values.append(b.buf[b.pos:b.pos + size])
-            keys.append(prefix + b"%d" % self._index)
+            indices.append(self._index)
             self._index += 1
-        return keys, values, False
+        return indices, values, False
 
     def _stop(self) -> None:
         self._in.close()
@@ -457,7 +472,10 @@ class WholeFileReader(ReaderBase):
         self._file = open_file(filename, "rb")
 
     def _read_records(self, n: int) -> Records:
-        return [self._key_prefix], [self._file.read()], True
+        return [0], [self._file.read()], True
+
+    def _keys(self, positions: List[int]) -> List[bytes]:
+        return [self._key_prefix] * len(positions)  # the key is the file name alone
 
     def _stop(self) -> None:
         self._file.close()

@@ -164,6 +164,29 @@ def test_read_batch_features_with_a_parse_fn_that_decodes(shards):
     np.testing.assert_array_equal(pixels, np.repeat((ids % 256)[:, None], 4, axis=1))
 
 
+class _DuckReader:
+    """A reader of another library: read_up_to alone, no queuepipe base class."""
+
+    def __init__(self):
+        self.reader = TFRecordReader()
+        self.calls = 0
+
+    def read_up_to(self, queue, n):
+        self.calls += 1
+        return self.reader.read_up_to(queue, n)
+
+
+@pytest.mark.parametrize("parse_fn", [None, lambda values: parse_example(values, FEATURES)],
+                         ids=["parse_example", "parse_fn"])
+def test_read_batch_features_takes_any_reader_with_read_up_to(shards, parse_fn):
+    made = []
+    batches = read_batch_features(shards, 16, FEATURES, reader=lambda: made.append(
+        _DuckReader()) or made[-1], num_epochs=2, parse_fn=parse_fn, read_batch_size=7, seed=1)
+    ids = [i for parsed in batches for i in parsed["id"].tolist()]
+    assert Counter(ids) == Counter(list(range(60)) * 2)
+    assert made[0].calls >= 120 // 7
+
+
 def test_read_batch_features_rejects_a_missing_pattern_and_sparse_features(tmp_path):
     with pytest.raises(NotFoundError, match=r"^read_batch_features: no file matches '.*nope"):
         read_batch_features(str(tmp_path / "nope-*.tfrecord"), 4, FEATURES)

@@ -13,7 +13,8 @@ import pytest
 import queuepipe as qp
 from queuepipe.errors import DataLossError, NotFoundError, OutOfRangeError
 from queuepipe.readers import (
-    FixedLengthRecordReader, ReaderBase, TFRecordReader, TextLineReader, WholeFileReader, _keys,
+    FixedLengthRecordReader, ReaderBase, TFRecordReader, TextLineReader, WholeFileReader,
+    _format_keys,
 )
 from queuepipe.records import TFRecordWriter
 
@@ -377,9 +378,36 @@ def test_reads_ahead_yet_counts_and_finishes_files_as_record_by_record(tmp_path,
     assert (reader.num_records_produced(), reader.num_work_units_completed()) == (35, 2)
 
 
+
+@pytest.mark.parametrize("make", [TFRecordReader, TextLineReader, WholeFileReader,
+                                  lambda: FixedLengthRecordReader(7)],
+                         ids=["tfrecord", "text", "whole", "fixed"])
+def test_values_without_keys_are_read_up_to_s_values(tmp_path, golden_records, make):
+    paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    for path, records in zip(paths, (golden_records[:30], golden_records[:5])):
+        with TFRecordWriter(path) as w:
+            for record in records:
+                w.write(record)
+    keyed, unkeyed = make(), make()
+    keyed_queue, unkeyed_queue = filename_queue(paths * 2), filename_queue(paths * 2)
+    # read() first, so that records taken ahead (with their keys) are in the mix
+    assert keyed.read(keyed_queue) == unkeyed.read(unkeyed_queue)
+    while True:
+        try:
+            _, values = keyed.read_up_to(keyed_queue, 4)
+        except OutOfRangeError:
+            with pytest.raises(OutOfRangeError):
+                unkeyed._read_values(unkeyed_queue, 4)
+            break
+        got = unkeyed._read_values(unkeyed_queue, 4)
+        assert got.dtype == object and list(got) == list(values)
+    for count in ("num_records_produced", "num_work_units_completed"):
+        assert getattr(unkeyed, count)() == getattr(keyed, count)() > 0
+
+
 def test_keys_of_a_name_with_a_nul_byte_are_formatted_one_by_one():
-    # _keys cuts keys apart at NUL bytes; a name holding one (possible only for a protocol
-    # path) takes the one-by-one way and still gives whole keys.
-    assert _keys(b"mem://a\0b%", [0, 16]) == [b"mem://a\0b%:0", b"mem://a\0b%:16"]
-    assert _keys(b"f", []) == []
-    assert _keys(b"f%d", [5, 70]) == [b"f%d:5", b"f%d:70"]
+    # _format_keys cuts keys apart at NUL bytes; a name holding one (possible only for a
+    # protocol path) takes the one-by-one way and still gives whole keys.
+    assert _format_keys(b"mem://a\0b%", [0, 16]) == [b"mem://a\0b%:0", b"mem://a\0b%:16"]
+    assert _format_keys(b"f", []) == []
+    assert _format_keys(b"f%d", [5, 70]) == [b"f%d:5", b"f%d:70"]
