@@ -352,6 +352,18 @@ def test_dequeue_many_larger_than_capacity_puts_taken_elements_back_on_failure(k
     assert q.dequeue_up_to(10).tolist() == [0, 1, 2, 3]
 
 
+def test_shuffle_dequeue_many_larger_than_capacity_puts_taken_elements_back_on_failure():
+    q = qp.RandomShuffleQueue(3, 0, [qp.int64, qp.string], shapes=[[], []], seed=1)
+    consumer = blocked(q.dequeue_many, 5)
+    q.enqueue_many((np.arange(4), [b"s%d" % i for i in range(4)]))
+    q.close()
+    consumer.finish()
+    assert isinstance(consumer.error, OutOfRangeError) and q.size() == 4  # more than capacity
+    ids, strings = q.dequeue_up_to(10)
+    assert sorted(ids.tolist()) == [0, 1, 2, 3]
+    assert strings.tolist() == [b"s%d" % i for i in ids]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_dequeue_many_larger_than_capacity_succeeds_as_elements_arrive(kind):
     q = make(kind, 3)
@@ -865,6 +877,50 @@ def test_fifo_matches_a_list_model(ops):
     q.close()
     rest = q.dequeue_up_to(capacity)[0].tolist() if model else []
     assert rest == model
+
+
+@settings(max_examples=60)
+@given(operations, st.integers(0, 5))
+def test_shuffle_queue_matches_a_multiset_model(ops, min_after):
+    """Non-blocking operations on a RandomShuffleQueue hold the model's multiset, and each
+    element's components stay together however its row is reused."""
+    capacity = 8
+    q = qp.RandomShuffleQueue(capacity, min_after, [qp.int64, qp.float64, qp.string],
+                              shapes=[[], [2], []], seed=0)
+    model, counter = Counter(), 0
+
+    def check(ids, floats, strings):
+        assert floats.tolist() == [[i, i * 0.5] for i in ids.tolist()]
+        assert strings.tolist() == [str(i).encode() for i in ids.tolist()]
+        model.subtract(ids.tolist())
+        assert min(model.values(), default=0) >= 0
+
+    for op, k in ops:
+        if op == "enqueue_many":
+            ids = np.arange(counter, counter + k)
+            counter += k
+            room = capacity - sum(model.values())
+            try:
+                q.enqueue_many((ids, np.stack([ids, ids * 0.5], axis=1),
+                                [str(i).encode() for i in ids]), timeout=0)
+            except DeadlineExceededError:
+                assert k > room
+            model.update(ids[:room].tolist())
+        elif op == "dequeue_many" and k == 1:
+            try:
+                check(*[np.array([v]) for v in q.dequeue(timeout=0)])
+            except DeadlineExceededError:
+                assert sum(model.values()) <= min_after
+        else:
+            try:
+                check(*getattr(q, op)(k, timeout=0))
+            except DeadlineExceededError:
+                assert sum(model.values()) < k + min_after
+        assert q.size() == sum(model.values())
+    q.close()
+    while sum(model.values()):
+        check(*q.dequeue_up_to(3))
+    assert q.size() == 0
 
 
 @pytest.mark.parametrize("kind", KINDS)
