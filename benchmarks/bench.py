@@ -51,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "peers",
                             "bench_peers.py")
 BATCH, BUFFER = 128, 10000
-BULK_CHUNK = 1024  # records per read_up_to + parse_example in qp_bulk
+BULK_CHUNK = 512  # records per read_up_to + parse_example in qp_bulk
 LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
 PEERS = ("floor", "tfdata", "tf1queue", "tfrecord_pkg")
 # No seed, as the peers' shuffles have none. (A seeded read_batch_features with one enqueue

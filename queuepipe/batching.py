@@ -1109,7 +1109,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
       seed: seeds the file shuffle and the queue.
       allow_smaller_final_batch: deliver the last, smaller batch; by default True when
         ``num_epochs`` is set (nothing is lost) and False otherwise.
-      read_batch_size: records per ``read_up_to`` chunk; by default ``max(batch_size, 1024)``.
+      read_batch_size: records per ``read_up_to`` chunk; by default ``max(batch_size, 512)``.
       name: the scope of the queues' names; by default ``read_batch_features``, made unique.
 
     Returns:
@@ -1126,7 +1126,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     queue_capacity = _positive_int(queue_capacity, "queue_capacity")
     reader_num_threads = _positive_int(reader_num_threads, "reader_num_threads")
     num_enqueue_threads = _positive_int(num_enqueue_threads, "num_enqueue_threads")
-    read_batch_size = _positive_int(max(batch_size, 1024) if read_batch_size is None
+    read_batch_size = _positive_int(max(batch_size, 512) if read_batch_size is None
                                     else read_batch_size, "read_batch_size")
     if parse_fn is None:
         for key, spec in features.items():

@@ -359,17 +359,17 @@ class TextLineReader(ReaderBase):
         b = self._in
         searched = 0  # bytes after b.pos already known to hold no newline
         while True:
-            newline = b.buf.find(b"\n", b.pos + searched)
+            newline = b.buf.find(b"\n", b.pos + searched, b.end)
             if newline >= 0:
-                line = b.buf[b.pos:newline]
+                line = bytes(b.view[b.pos:newline])
                 b.pos = newline + 1
                 break
             searched = b.available
             if not b.fill(b.available + 1):
                 if not b.available:
                     return None
-                line = b.buf[b.pos:]
-                b.pos = len(b.buf)
+                line = bytes(b.view[b.pos:b.end])
+                b.pos = b.end
                 break
         self._line += 1
         return line[:-1] if line.endswith(b"\r") else line
@@ -445,7 +445,7 @@ class FixedLengthRecordReader(ReaderBase):
                 return indices, values, True
             b.pos += self._advance
             self._advance = self._hop_bytes
-            values.append(b.buf[b.pos:b.pos + size])
+            values.append(bytes(b.view[b.pos:b.pos + size]))
             indices.append(self._index)
             self._index += 1
         return indices, values, False
