@@ -1302,12 +1302,15 @@ class RandomShuffleQueue(QueueBase):
     ``size > min_after_dequeue`` and ``dequeue_many(n)`` until ``size >= n +
     min_after_dequeue``. After ``close()`` the rule is dropped and the queue drains.
 
-    Fixed-shape components live in dense preallocated arrays, each element in one row (a
-    slot) that it keeps while queued; an index array lists the slots of the elements held,
-    then the free ones. A dequeue draws random positions of that list with the queue's own
-    generator (``np.random.default_rng(seed)``), gathers their rows, and moves the list's last
-    entries into the holes: the rows themselves move only in and out. A seeded queue fed and
-    drained by one thread gives the same order on every run.
+    Fixed-shape components live in dense preallocated arrays, each element in one row that
+    it keeps while queued; an index array lists the rows of the elements held, then the free
+    ones. The held part is kept in uniformly random order: an enqueue puts its elements at
+    random places of it (drawn with the queue's own generator, ``np.random.default_rng(seed)``)
+    and moves the entries it displaces to its end. A dequeue of ``n`` then takes the last ``n``
+    entries, which are a uniformly random pick in random order, exactly as ``n`` draws of one
+    element each would be: the randomness is paid once per enqueued batch, not per dequeue,
+    and rows move only in and out. A seeded queue fed and drained by one thread gives the same
+    order on every run.
 
     Args:
       capacity: the most elements the queue holds; enqueues block while it is full.
@@ -1359,45 +1362,49 @@ class RandomShuffleQueue(QueueBase):
         self._slots = added if self._slots is None else np.concatenate([self._slots, added])
 
     def _put(self, batch: List[np.ndarray], n: int) -> None:
-        if self._count + n > self._rows:  # only elements put back by a failed dequeue
-            self._grow(self._count + n, slice(0, self._rows))
-        rows = self._slots[self._count:self._count + n]
+        count = self._count
+        if count + n > self._rows:  # only elements put back by a failed dequeue
+            self._grow(count + n, slice(0, self._rows))
+        slots = self._slots
+        rows = slots[count:count + n].copy()  # free rows, one per element in batch order
         for column, values in zip(self._columns, batch):
             column[rows] = values
-        self._count += n
+        # The elements' places among the count + n, a random pick in random order; the held
+        # entries at places below count move to the places above it that no element took.
+        places = self._rng.choice(count + n, size=n, replace=False)
+        displaced = places[places < count]
+        if len(displaced):
+            open_ = np.ones(n, dtype=bool)
+            open_[places[places >= count] - count] = False
+            slots[np.flatnonzero(open_) + count] = slots[displaced]
+        slots[places] = rows
+        self._count = count + n
 
     _put_back = _put  # order means nothing here
 
     def _put_one(self, values: List[Any]) -> None:
-        row = int(self._slots[self._count])
+        count, slots = self._count, self._slots
+        row = int(slots[count])
         for column, value in zip(self._columns, values):
             _assign(column, row, value)
-        self._count += 1
+        place = int(self._rng.integers(count + 1))  # a step of the inside-out shuffle
+        slots[count] = slots[place]
+        slots[place] = row
+        self._count = count + 1
 
     def _take(self, n: int) -> List[np.ndarray]:
-        count, remaining, slots = self._count, self._count - n, self._slots
-        picks = self._rng.choice(count, size=n, replace=False)  # positions in slots
-        rows = slots[picks]
+        remaining = self._count - n
+        rows = self._slots[remaining:self._count]  # they stay: the first free rows now
         # take() gathers rows in about half the time of fancy indexing
         out = [column.take(rows, axis=0) for column in self._columns]
-        holes = picks[picks < remaining]
-        if len(holes):
-            kept = np.ones(n, dtype=bool)  # the entries of the tail that were not picked
-            kept[picks[picks >= remaining] - remaining] = False
-            slots[holes] = slots[np.flatnonzero(kept) + remaining]
-        slots[remaining:count] = rows
         self._clear(rows)
         self._count = remaining
         return out
 
     def _take_one(self) -> List[Any]:
-        pick = int(self._rng.integers(self._count))
         last = self._count - 1
-        slots = self._slots
-        row = int(slots[pick])
+        row = int(self._slots[last])
         out = [_row(column, row) for column in self._columns]
-        slots[pick] = slots[last]
-        slots[last] = row
         self._clear(row)
         self._count = last
         return out

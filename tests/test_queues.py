@@ -508,6 +508,33 @@ def test_seeded_shuffle_is_reproducible_and_permutes():
     assert first != drain_seeded(8)
 
 
+@pytest.mark.parametrize("groups", [[4, 3, 3], [1] * 10, [6, 1, 1, 2]],
+                         ids=["enqueue_many", "enqueue", "mixed"])
+def test_shuffle_picks_are_uniform_whatever_the_enqueue_order(groups):
+    # 10 elements enqueued in groups (a group of 1 by enqueue); dequeue_many(3): each element
+    # should be in the batch 3 times in 10, and in each of its places once in 10. Seeds
+    # 0..2999 make the counts fixed; the bounds are 5 sigma wide.
+    trials = 3000
+    in_batch, first, last = Counter(), Counter(), Counter()
+    for seed in range(trials):
+        q = qp.RandomShuffleQueue(10, 0, qp.int64, shapes=[], seed=seed)
+        start = 0
+        for size in groups:
+            if size == 1:
+                q.enqueue(start)
+            else:
+                q.enqueue_many(np.arange(start, start + size))
+            start += size
+        batch = q.dequeue_many(3).tolist()
+        in_batch.update(batch)
+        first[batch[0]] += 1
+        last[batch[-1]] += 1
+        assert sorted(batch + q.dequeue_many(7).tolist()) == list(range(10))
+    for counts, p in ((in_batch, 0.3), (first, 0.1), (last, 0.1)):
+        sigma = (trials * p * (1 - p)) ** 0.5
+        assert all(abs(counts[i] - trials * p) < 5 * sigma for i in range(10)), counts
+
+
 # -- many threads ----------------------------------------------------------------------------
 
 
