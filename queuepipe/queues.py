@@ -1304,13 +1304,15 @@ class RandomShuffleQueue(QueueBase):
 
     Fixed-shape components live in dense preallocated arrays, each element in one row that
     it keeps while queued; an index array lists the rows of the elements held, then the free
-    ones. The held part is kept in uniformly random order: an enqueue puts its elements at
-    random places of it (drawn with the queue's own generator, ``np.random.default_rng(seed)``)
-    and moves the entries it displaces to its end. A dequeue of ``n`` then takes the last ``n``
-    entries, which are a uniformly random pick in random order, exactly as ``n`` draws of one
-    element each would be: the randomness is paid once per enqueued batch, not per dequeue,
-    and rows move only in and out. A seeded queue fed and drained by one thread gives the same
-    order on every run.
+    ones. The held part is kept in uniformly random order: an enqueue appends its elements,
+    and the next dequeue first puts all those appended since the last one at random places
+    (drawn with the queue's own generator, ``np.random.default_rng(seed)``), moving the
+    entries they displace to the end. A dequeue of ``n`` then takes the last ``n`` entries,
+    which are a uniformly random pick in random order, exactly as ``n`` draws of one element
+    each would be; a dequeue costs one draw and a few index moves, and rows move only in and
+    out. What a seeded queue hands out depends only on the elements and where the dequeues
+    fall among them, not on how the enqueues were grouped: fed and drained by one thread, it
+    gives the same order on every run.
 
     Args:
       capacity: the most elements the queue holds; enqueues block while it is full.
@@ -1331,8 +1333,9 @@ class RandomShuffleQueue(QueueBase):
                  shapes: Any = None, names: Any = None, seed: Optional[int] = None,
                  name: Optional[str] = None) -> None:
         self._count = 0
-        # The rows of the elements held (the first _count entries, in no order), then the free
-        # rows: every row of the columns appears once.
+        self._appended = 0  # the last entries held, enqueued since the last dequeue
+        # The rows of the elements held (the first _count entries: the shuffled ones in random
+        # order, then the _appended ones), then the free rows: every row appears once.
         self._slots: Optional[np.ndarray] = None
         super().__init__(capacity, dtypes, shapes, names, name)
         if isinstance(min_after_dequeue, bool) \
@@ -1362,37 +1365,46 @@ class RandomShuffleQueue(QueueBase):
         self._slots = added if self._slots is None else np.concatenate([self._slots, added])
 
     def _put(self, batch: List[np.ndarray], n: int) -> None:
-        count = self._count
-        if count + n > self._rows:  # only elements put back by a failed dequeue
-            self._grow(count + n, slice(0, self._rows))
-        slots = self._slots
-        rows = slots[count:count + n].copy()  # free rows, one per element in batch order
+        if self._count + n > self._rows:  # only elements put back by a failed dequeue
+            self._grow(self._count + n, slice(0, self._rows))
+        rows = self._slots[self._count:self._count + n]
         for column, values in zip(self._columns, batch):
             column[rows] = values
-        # The elements' places among the count + n, a random pick in random order; the held
-        # entries at places below count move to the places above it that no element took.
-        places = self._rng.choice(count + n, size=n, replace=False)
-        displaced = places[places < count]
-        if len(displaced):
-            open_ = np.ones(n, dtype=bool)
-            open_[places[places >= count] - count] = False
-            slots[np.flatnonzero(open_) + count] = slots[displaced]
-        slots[places] = rows
-        self._count = count + n
+        self._count += n
+        self._appended += n
 
     _put_back = _put  # order means nothing here
 
     def _put_one(self, values: List[Any]) -> None:
-        count, slots = self._count, self._slots
-        row = int(slots[count])
+        row = int(self._slots[self._count])
         for column, value in zip(self._columns, values):
             _assign(column, row, value)
-        place = int(self._rng.integers(count + 1))  # a step of the inside-out shuffle
-        slots[count] = slots[place]
-        slots[place] = row
-        self._count = count + 1
+        self._count += 1
+        self._appended += 1
+
+    def _shuffle_in(self) -> None:
+        """Puts the appended entries at random places of the held ones, a random pick of
+        places in random order; the entries at places below them move to the places above
+        that none took."""
+        count, n, slots = self._count, self._appended, self._slots
+        start = count - n
+        self._appended = 0
+        if n == 1:  # one step of the inside-out shuffle
+            place = int(self._rng.integers(count))
+            slots[place], slots[start] = slots[start], slots[place]
+            return
+        rows = slots[start:count].copy()
+        places = self._rng.choice(count, size=n, replace=False)
+        displaced = places[places < start]
+        if len(displaced):
+            open_ = np.ones(n, dtype=bool)
+            open_[places[places >= start] - start] = False
+            slots[np.flatnonzero(open_) + start] = slots[displaced]
+        slots[places] = rows
 
     def _take(self, n: int) -> List[np.ndarray]:
+        if self._appended:
+            self._shuffle_in()
         remaining = self._count - n
         rows = self._slots[remaining:self._count]  # they stay: the first free rows now
         # take() gathers rows in about half the time of fancy indexing
@@ -1402,6 +1414,8 @@ class RandomShuffleQueue(QueueBase):
         return out
 
     def _take_one(self) -> List[Any]:
+        if self._appended:
+            self._shuffle_in()
         last = self._count - 1
         row = int(self._slots[last])
         out = [_row(column, row) for column in self._columns]

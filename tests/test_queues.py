@@ -535,6 +535,46 @@ def test_shuffle_picks_are_uniform_whatever_the_enqueue_order(groups):
         assert all(abs(counts[i] - trials * p) < 5 * sigma for i in range(10)), counts
 
 
+def test_an_element_enqueued_alone_between_dequeues_is_drawn_uniformly():
+    # 9 elements, one dequeued; then element 9 alone; dequeue_many(3) from the 9 held: each
+    # is in the batch 1 time in 3, the newest as any other (an older one only when it was not
+    # the first dequeued: 8 times in 9 of that). Seeds 0..2999; 5 sigma bounds.
+    trials = 3000
+    in_batch = Counter()
+    for seed in range(trials):
+        q = qp.RandomShuffleQueue(10, 0, qp.int64, shapes=[], seed=seed)
+        q.enqueue_many(np.arange(9))
+        gone = int(q.dequeue())
+        q.enqueue(9)
+        batch = q.dequeue_many(3).tolist()
+        assert gone not in batch
+        in_batch.update(batch)
+    for element, p in [(9, 1 / 3)] + [(i, 8 / 27) for i in range(9)]:
+        sigma = (trials * p * (1 - p)) ** 0.5
+        assert abs(in_batch[element] - trials * p) < 5 * sigma, (element, in_batch)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_seeded_shuffle_does_not_depend_on_how_enqueues_are_grouped(seed):
+    def drain(groups):
+        q = qp.RandomShuffleQueue(30, 5, qp.int64, shapes=[], seed=seed)
+        got, start = [], 0
+        for sizes in groups:  # the groups enqueued before each dequeue_many(4)
+            for size in sizes:
+                if size == 1:
+                    q.enqueue(start)
+                else:
+                    q.enqueue_many(np.arange(start, start + size))
+                start += size
+            got.append(q.dequeue_many(4).tolist())
+        return got
+
+    one_by_one = drain([[1] * 12, [1] * 4, [1] * 6])
+    assert drain([[12], [4], [6]]) == one_by_one
+    assert drain([[3, 1, 8], [2, 2], [1, 5]]) == one_by_one
+    assert drain([[12], [4], [5, 1]]) == one_by_one
+
+
 # -- many threads ----------------------------------------------------------------------------
 
 
