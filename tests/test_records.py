@@ -19,7 +19,7 @@ import queuepipe as qp
 from queuepipe.errors import DataLossError, NotFoundError
 from queuepipe.records import (
     RecordScanner, TFRecordCompressionType, TFRecordOptions, TFRecordWriter, _header_matches,
-    frame, masked_crc32c, tf_record_iterator,
+    _run_checks_out, frame, masked_crc32c, tf_record_iterator,
 )
 
 COMPRESSIONS = ["", "GZIP", "ZLIB"]
@@ -496,3 +496,34 @@ def test_records_of_a_run_keep_every_byte(tmp_path, monkeypatch, records):
     assert sum(taken) > len(records) // 2  # most came by the run path, not one by one
     assert all(type(r) is bytes for _, r in got)
     assert got == scan(path, "raise", monkeypatch, runs=False)[0]
+
+
+@settings(max_examples=60)
+@given(length=st.integers(0, 40), count=st.integers(1, 30),
+       flips=st.lists(st.tuples(st.integers(0, 29), st.integers(0, 10**6), st.integers(0, 7)),
+                      max_size=3))
+def test_a_run_checks_out_exactly_when_every_record_does(length, count, flips):
+    records = [bytes([(i * 7 + j) % 256 for j in range(length)]) for i in range(count)]
+    run = bytearray(b"".join(map(frame, records)))
+    stride = length + 16
+    for record, at, bit in flips:  # damage the data or the stored checksum, not the header
+        if record < count:
+            run[record * stride + 12 + at % (length + 4)] ^= 1 << bit
+    frames = np.frombuffer(bytes(run), dtype=np.uint8).reshape(count, stride)
+    intact = all(masked_crc32c(bytes(f[12:12 + length])) ==
+                 struct.unpack("<I", bytes(f[12 + length:]))[0] for f in frames)
+    assert _run_checks_out(frames, length) == intact
+
+
+def test_two_damaged_records_of_a_run_are_both_found(tmp_path, monkeypatch):
+    records = [bytes([i]) * 100 for i in range(150)]
+    data = bytearray(b"".join(map(frame, records)))
+    for index in (30, 100):
+        data[index * 116 + 12 + 7] ^= 0x04  # the same damage at the same place of each
+    path = tmp_path / "two.tfrecord"
+    path.write_bytes(bytes(data))
+    got, error, skipped = scan(path, "skip")
+    assert [r for _, r in got] == records[:30] + records[31:100] + records[101:]
+    assert skipped == 2 and (got, error, skipped) == scan(path, "skip", monkeypatch, runs=False)
+    got, error, _ = scan(path, "raise")
+    assert [r for _, r in got] == records[:30] and error[1] == 30 * 116 + 12
