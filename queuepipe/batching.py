@@ -61,7 +61,8 @@ from queuepipe.errors import DeadlineExceededError, InvalidArgumentError, NotFou
     OutOfRangeError
 from queuepipe.parsing import FixedLenFeature, parse_example
 from queuepipe.producers import match_filenames_once, string_input_producer
-from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue
+from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
+    _ArrivalPoolShuffleQueue
 from queuepipe.readers import ReaderBase, TFRecordReader
 from queuepipe.runner import Pipeline, QueueRunner, get_default_pipeline, start_queue_runners
 
@@ -725,17 +726,19 @@ def _batching(producers: List[Callable[[], Any]], threads_per_producer: int, *, 
     shuffle = min_after_dequeue is not None
     if shuffle:
         min_after_dequeue = _check_min_after_dequeue(min_after_dequeue, capacity)
-        if seed is not None and len(producers) * threads_per_producer == 1:
-            # Draw every batch from a full queue, so that thread timing cannot change the pool
-            # a batch is drawn from: a seeded single-thread pipeline then repeats exactly.
-            min_after_dequeue = max(min_after_dequeue, capacity - batch_size)
+    # With a seed and one thread, each batch is drawn from the first elements in arrival
+    # order, so that thread timing cannot change the pool it is drawn from: the pipeline then
+    # repeats exactly.
+    shuffle_queue = _ArrivalPoolShuffleQueue \
+        if seed is not None and len(producers) * threads_per_producer == 1 \
+        else RandomShuffleQueue
     keep_input = _check_keep_input(keep_input, enqueue_many)
     shapes = _check_shapes(shapes)
 
     def make(types: List[np.dtype], queue_shapes: List[Any], names: Optional[List[str]]) -> Any:
         if shuffle:
-            return RandomShuffleQueue(capacity, min_after_dequeue, types, queue_shapes, names,
-                                      seed=seed, name=queue_name)
+            return shuffle_queue(capacity, min_after_dequeue, types, queue_shapes, names,
+                                 seed=seed, name=queue_name)
         if dynamic_pad:
             return PaddingFIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
         return FIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
@@ -902,10 +905,11 @@ def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
 
     Reproducibility: the queue draws with its own generator seeded by ``seed``; but which
     elements a draw chooses from depends on how far the threads got. So with ``seed`` and one
-    thread, every batch waits for a full queue (the queue's ``min_after_dequeue`` is raised to
-    ``capacity - batch_size``), and with a deterministic producer (a seeded producer and
-    reader upstream, one thread each) the batches repeat exactly, run after run. With more
-    threads the multiset of each epoch is still exact; the order is not.
+    thread, each batch is drawn from the first ``min_after_dequeue + batch_size`` elements
+    held, in the order they arrived (later arrivals wait for the next batch), and with a
+    deterministic producer (a seeded producer and reader upstream, one thread each) the
+    batches repeat exactly, run after run. With more threads the multiset of each epoch is
+    still exact; the order is not.
 
     Args:
       tensors: the producer, as for :func:`batch`.

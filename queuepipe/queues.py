@@ -1382,46 +1382,75 @@ class RandomShuffleQueue(QueueBase):
         self._count += 1
         self._appended += 1
 
-    def _shuffle_in(self) -> None:
-        """Puts the appended entries at random places of the held ones, a random pick of
-        places in random order; the entries at places below them move to the places above
-        that none took."""
-        count, n, slots = self._count, self._appended, self._slots
-        start = count - n
-        self._appended = 0
-        if n == 1:  # one step of the inside-out shuffle
-            place = int(self._rng.integers(count))
+    def _pool(self, n: int) -> int:
+        """How many of the appended entries a dequeue of ``n`` shuffles in first: all."""
+        return self._appended
+
+    def _shuffle_in(self, k: int) -> None:
+        """Puts the first ``k`` appended entries at random places of the shuffled ones, a
+        random pick of places in random order; the entries at places below them move to the
+        places above that none took."""
+        slots = self._slots
+        start = self._count - self._appended
+        self._appended -= k
+        if k == 1:  # one step of the inside-out shuffle
+            place = int(self._rng.integers(start + 1))
             slots[place], slots[start] = slots[start], slots[place]
             return
-        rows = slots[start:count].copy()
-        places = self._rng.choice(count, size=n, replace=False)
+        rows = slots[start:start + k].copy()
+        places = self._rng.choice(start + k, size=k, replace=False)
         displaced = places[places < start]
         if len(displaced):
-            open_ = np.ones(n, dtype=bool)
+            open_ = np.ones(k, dtype=bool)
             open_[places[places >= start] - start] = False
             slots[np.flatnonzero(open_) + start] = slots[displaced]
         slots[places] = rows
 
+    def _draw(self, n: int) -> np.ndarray:
+        """Removes ``n`` elements, a uniformly random pick in random order; returns their rows
+        (the first free rows now)."""
+        k = self._pool(n)
+        if k:
+            self._shuffle_in(k)
+        slots, count = self._slots, self._count
+        end = count - self._appended  # the end of the shuffled entries
+        rows = slots[end - n:end].copy()
+        if end < count:  # entries appended after the pool close the gap
+            slots[end - n:count - n] = slots[end:count]
+            slots[count - n:count] = rows
+        self._count = count - n
+        return rows
+
     def _take(self, n: int) -> List[np.ndarray]:
-        if self._appended:
-            self._shuffle_in()
-        remaining = self._count - n
-        rows = self._slots[remaining:self._count]  # they stay: the first free rows now
+        rows = self._draw(n)
         # take() gathers rows in about half the time of fancy indexing
         out = [column.take(rows, axis=0) for column in self._columns]
         self._clear(rows)
-        self._count = remaining
         return out
 
     def _take_one(self) -> List[Any]:
-        if self._appended:
-            self._shuffle_in()
-        last = self._count - 1
-        row = int(self._slots[last])
+        row = int(self._draw(1)[0])
         out = [_row(column, row) for column in self._columns]
         self._clear(row)
-        self._count = last
         return out
+
+
+class _ArrivalPoolShuffleQueue(RandomShuffleQueue):
+    """A RandomShuffleQueue whose dequeue of ``n`` draws from the first ``min_after_dequeue +
+    n`` elements it holds, in the order they arrived (from all, when it holds fewer).
+
+    What it hands out then depends only on the order of its elements, not on how far ahead
+    of the consumer the producer got: fed by one thread with a seed, it repeats exactly,
+    while its producer still runs ahead into the rest of the capacity. (TF's queue, and
+    :class:`RandomShuffleQueue`, draw from every element held.) The seeded one-thread
+    batching functions use it.
+    """
+
+    def _pool(self, n: int) -> int:
+        # Closed or not: a dequeue after the close may come sooner or later, and must draw
+        # from the same pool. (Fewer than min_after_dequeue + n held: all of them.)
+        shuffled = self._count - self._appended
+        return min(self._appended, max(0, self._min_after_dequeue + n - shuffled))
 
 
 class PaddingFIFOQueue(FIFOQueue):

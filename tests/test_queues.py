@@ -575,6 +575,31 @@ def test_a_seeded_shuffle_does_not_depend_on_how_enqueues_are_grouped(seed):
     assert drain([[12], [4], [5, 1]]) == one_by_one
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_an_arrival_pool_queue_does_not_depend_on_how_far_ahead_the_producer_is(seed):
+    # The seeded one-thread batching functions' queue: a dequeue of n draws from the first
+    # min_after_dequeue + n elements held, so enqueueing everything at once (and closing at
+    # once) or just in time gives the same batches.
+    def drain(ahead):
+        q = queues._ArrivalPoolShuffleQueue(30, 5, qp.int64, shapes=[], seed=seed)
+        if ahead:
+            q.enqueue_many(np.arange(30))
+            q.close()
+        got = []
+        for j in range(7):
+            for element in range(q.size() + 4 * j, min(9 + 4 * j, 30)):
+                q.enqueue(element)  # just what this dequeue may draw from
+            if q.size() + 4 * j == 30 and not q.is_closed():
+                q.close()  # closing late draws from the same pool as closing early
+            got.append(q.dequeue_many(4).tolist())
+        return got + [q.dequeue_up_to(30).tolist()]
+
+    just_in_time = drain(ahead=False)
+    assert drain(ahead=True) == just_in_time
+    assert set(just_in_time[0]) <= set(range(9))  # drawn from the first 5 + 4
+    assert sorted(sum(just_in_time, [])) == list(range(30))
+
+
 # -- many threads ----------------------------------------------------------------------------
 
 
