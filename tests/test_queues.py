@@ -508,6 +508,18 @@ def test_seeded_shuffle_is_reproducible_and_permutes():
     assert first != drain_seeded(8)
 
 
+def enqueue_groups(q, sizes, start=0):
+    """Enqueues the ints from ``start`` on in groups of ``sizes`` (a group of 1 by enqueue);
+    returns the next int."""
+    for size in sizes:
+        if size == 1:
+            q.enqueue(start)
+        else:
+            q.enqueue_many(np.arange(start, start + size))
+        start += size
+    return start
+
+
 @pytest.mark.parametrize("groups", [[4, 3, 3], [1] * 10, [6, 1, 1, 2]],
                          ids=["enqueue_many", "enqueue", "mixed"])
 def test_shuffle_picks_are_uniform_whatever_the_enqueue_order(groups):
@@ -518,13 +530,7 @@ def test_shuffle_picks_are_uniform_whatever_the_enqueue_order(groups):
     in_batch, first, last = Counter(), Counter(), Counter()
     for seed in range(trials):
         q = qp.RandomShuffleQueue(10, 0, qp.int64, shapes=[], seed=seed)
-        start = 0
-        for size in groups:
-            if size == 1:
-                q.enqueue(start)
-            else:
-                q.enqueue_many(np.arange(start, start + size))
-            start += size
+        enqueue_groups(q, groups)
         batch = q.dequeue_many(3).tolist()
         in_batch.update(batch)
         first[batch[0]] += 1
@@ -560,12 +566,7 @@ def test_a_seeded_shuffle_does_not_depend_on_how_enqueues_are_grouped(seed):
         q = qp.RandomShuffleQueue(30, 5, qp.int64, shapes=[], seed=seed)
         got, start = [], 0
         for sizes in groups:  # the groups enqueued before each dequeue_many(4)
-            for size in sizes:
-                if size == 1:
-                    q.enqueue(start)
-                else:
-                    q.enqueue_many(np.arange(start, start + size))
-                start += size
+            start = enqueue_groups(q, sizes, start)
             got.append(q.dequeue_many(4).tolist())
         return got
 
