@@ -432,6 +432,7 @@ def _header_matches(window: bytes) -> np.ndarray:
 # back, their stored checksums unmasked, for k = 0, 1, ... (see _run_checks_out)
 _RUN_CRCS: Dict[bytes, List[int]] = {}
 _MAX_RUN_TABLES = 64
+_RUN_CHECK_FRAMES = 4096  # frames checked by one call, so that a table stays this short
 
 
 def _run_crc(header: bytes, length: int, count: int) -> int:
@@ -464,11 +465,15 @@ def _run_checks_out(frames: np.ndarray, length: int) -> bool:
     streams at once over the whole run, without the GIL, where a call per record of about
     800 bytes waits on the instruction's latency.
     """
-    check = frames.copy()
-    footers = check[:, HEADER_BYTES + length:].view("<u4")
-    masked = footers - np.uint32(_MASK_DELTA)
-    footers[:] = (masked << np.uint32(15)) | (masked >> np.uint32(17))  # masked rotated back
-    return _crc(check) == _run_crc(frames[0, :HEADER_BYTES].tobytes(), length, len(frames))
+    header = frames[0, :HEADER_BYTES].tobytes()
+    for start in range(0, len(frames), _RUN_CHECK_FRAMES):
+        check = frames[start:start + _RUN_CHECK_FRAMES].copy()
+        footers = check[:, HEADER_BYTES + length:].view("<u4")
+        masked = footers - np.uint32(_MASK_DELTA)
+        footers[:] = (masked << np.uint32(15)) | (masked >> np.uint32(17))  # rotated back
+        if _crc(check) != _run_crc(header, length, len(check)):
+            return False
+    return True
 
 
 class RecordScanner:

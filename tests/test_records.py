@@ -527,3 +527,16 @@ def test_two_damaged_records_of_a_run_are_both_found(tmp_path, monkeypatch):
     assert skipped == 2 and (got, error, skipped) == scan(path, "skip", monkeypatch, runs=False)
     got, error, _ = scan(path, "raise")
     assert [r for _, r in got] == records[:30] and error[1] == 30 * 116 + 12
+
+
+def test_a_long_run_is_checked_in_parts_with_short_tables(monkeypatch):
+    tables = {}
+    monkeypatch.setattr("queuepipe.records._RUN_CHECK_FRAMES", 7)
+    monkeypatch.setattr("queuepipe.records._RUN_CRCS", tables)
+    records = [bytes([i % 256]) * 5 for i in range(50)]
+    frames = np.frombuffer(b"".join(map(frame, records)), dtype=np.uint8).reshape(50, 21)
+    assert _run_checks_out(frames, 5)
+    damaged = frames.copy()
+    damaged[45, 14] ^= 1  # in the last part
+    assert not _run_checks_out(damaged, 5)
+    assert [len(table) for table in tables.values()] == [8]  # for 0..7 frames
