@@ -55,9 +55,8 @@ BULK_CHUNK = 512  # records per read_up_to + parse_example in qp_bulk
 LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
 PEERS = ("floor", "tfdata", "tf1queue", "tfrecord_pkg")
 # No seed, as the peers' shuffles have none. (A seeded read_batch_features with one enqueue
-# thread draws every batch from a full queue, so that it repeats exactly: the producer then
-# refills each batch before the next, a wake-up on both sides per batch: see
-# docs/performance.md.)
+# thread draws each batch from the first elements in arrival order, so that it repeats
+# exactly, at some cost in speed: see docs/performance.md.)
 SEED = None
 FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "peak_rss_kib")
 
