@@ -127,7 +127,7 @@ class ReaderBase:
         A call for one record (``read``) takes up to ``self._ahead_count`` and leaves the rest
         in ``self._ahead``; every call returns those first. A file whose last records were taken
         ahead counts as finished when the call after them finds it so, as without read-ahead.
-        Without ``keyed``, the keys of the records read now are not made (and not returned).
+        Without ``keyed``, no key is made or returned: the keys list stays empty.
         """
         with self._lock:
             keys: List[bytes] = []
@@ -137,7 +137,8 @@ class ReaderBase:
                     key, value = self._ahead.popleft()
                 except IndexError:
                     break
-                keys.append(key)
+                if keyed:
+                    keys.append(key)
                 values.append(value)
             if len(values) == n:
                 return keys, values
@@ -156,7 +157,7 @@ class ReaderBase:
                     self._key_prefix = os.fsencode(filename)
                 # An error leaves the file current, so the next call raises it again, as in
                 # TensorFlow: a reader never moves silently past damage (reset() drops it).
-                ahead = n == 1 and not keys
+                ahead = n == 1 and not values
                 positions, more_values, finished = self._read_records(
                     self._ahead_count if ahead else n)
                 if ahead and more_values:

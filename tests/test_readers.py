@@ -411,3 +411,16 @@ def test_keys_of_a_name_with_a_nul_byte_are_formatted_one_by_one():
     assert _format_keys(b"mem://a\0b%", [0, 16]) == [b"mem://a\0b%:0", b"mem://a\0b%:16"]
     assert _format_keys(b"f", []) == []
     assert _format_keys(b"f%d", [5, 70]) == [b"f%d:5", b"f%d:70"]
+
+
+def test_an_unkeyed_read_returns_no_keys_even_for_records_taken_ahead(tmp_path, golden_records):
+    path = str(tmp_path / "a.tfrecord")
+    with TFRecordWriter(path) as w:
+        for record in golden_records[:30]:
+            w.write(record)
+    reader = TFRecordReader()
+    queue = filename_queue([path])
+    reader.read(queue)
+    reader.read(queue)  # the second takes records ahead, with their keys
+    keys, values = reader._read(queue, 5, keyed=False)
+    assert keys == [] and values == golden_records[2:7]
