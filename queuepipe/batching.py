@@ -47,24 +47,27 @@ How it differs from TF:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
+import os
 import threading
 import time
+import warnings
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from queuepipe import dtypes as _dtypes
 from queuepipe.coordinator import Coordinator
-from queuepipe.errors import DeadlineExceededError, InvalidArgumentError, NotFoundError, \
-    OutOfRangeError
+from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgumentError, \
+    NotFoundError, OutOfRangeError
 from queuepipe.parsing import FixedLenFeature, parse_example
 from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
-    _ArrivalPoolShuffleQueue
+    _ArrivalPoolShuffleQueue, _unique_name
 from queuepipe.readers import ReaderBase, TFRecordReader
-from queuepipe.runner import Pipeline, QueueRunner, get_default_pipeline, start_queue_runners
+from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
+    start_queue_runners
 
 __all__ = ["Batches", "batch", "shuffle_batch", "batch_join", "shuffle_batch_join",
            "maybe_batch", "maybe_shuffle_batch", "maybe_batch_join", "maybe_shuffle_batch_join",
@@ -85,17 +88,9 @@ _WAIT_SLICE_SECS = 0.1
 # 128 took the per-record pipeline from about 60k to 72k records/s).
 _GROUP_SIZE = 128
 
-_scope_counter: Dict[str, "itertools.count[int]"] = {}
-_scope_lock = threading.Lock()
-
-
 def _scope(name: Optional[str], default: str) -> str:
     """``name``, or ``default``, ``default_1``, ... unique in the process, like TF's scopes."""
-    if name is not None:
-        return name
-    with _scope_lock:
-        count = next(_scope_counter.setdefault(default, itertools.count()))
-    return default if count == 0 else f"{default}_{count}"
+    return name if name is not None else _unique_name(default)
 
 
 # -- argument checks ------------------------------------------------------------------------
@@ -259,6 +254,7 @@ class _DeferredQueue:
         # Announces that the real queue exists.
         self._built = threading.Condition(self._lock)
         self._queue: Any = None
+        self._stand_in = False  # the queue is an empty one, closed before any element came
         self._runners_added = 0
         self._runners_started = 0
 
@@ -315,12 +311,17 @@ class _DeferredQueue:
     def _real(self, vals: Any = None, batched: bool = False) -> Any:
         """The real queue, built from ``vals`` (an element or batch) if it does not exist."""
         queue = self._queue
-        if queue is not None:
+        if queue is not None and (vals is None or not self._stand_in):
             return queue
         with self._lock:
+            if self._stand_in and vals is not None:
+                # closed before its first element: that element finds a closed queue, as an
+                # enqueue after close() does, not a stand-in that knows no components
+                raise CancelledError(f"Queue '{self._name}' is closed.")
             if self._queue is None:
                 if vals is None:  # closed before any element: an empty queue to close
                     queue = FIFOQueue(self._capacity, name=self._name)
+                    self._stand_in = True
                 else:
                     components, names = self._components(vals)
                     shapes = self._shapes(components, names, batched)
@@ -558,10 +559,17 @@ class Batches:
             for images, labels in batches:
                 ...
 
-    Several :class:`Batches` on one pipeline: the one that starts the runners stops all of
-    them when it ends (and one started later restarts the runners that have ended). Give each
-    its own ``qp.Pipeline()``, as the demo does for training and evaluation, or start them
-    yourself (``with qp.running():``) to consume several together.
+    Ownership: a :class:`Batches` owns a :class:`~queuepipe.runner.RunnerGroup`: its own
+    runner and the runners built on its pipeline since the previous batching function (its
+    producer's filename queue, ...). The first one to start starts every runner of the
+    pipeline, each under the coordinator of the group that owns it; each stops only its own
+    group. So several :class:`Batches` on one pipeline (a train and an eval stream) each run
+    to their own end. One that is garbage-collected, or still running when the process exits,
+    stops and joins its threads from a finalizer and warns (``ResourceWarning``) that it was
+    not closed.
+
+    A :class:`Batches` belongs to the process that built it: after a ``fork`` the child has
+    none of its threads, and a dequeue there raises ``RuntimeError``.
     """
 
     def __init__(self, queue: _DeferredQueue, runner: QueueRunner, pipeline: Pipeline,
@@ -575,10 +583,12 @@ class Batches:
         self._structure = structure
         self._lock = threading.Lock()
         self._checked_start = False
-        self._coord: Optional[Coordinator] = None
-        self._threads: List[threading.Thread] = []
-        self._stopped = False
+        self._owner = False  # True once this object runs its group (not the caller's coord)
+        self._group = RunnerGroup(pipeline, queue.name)
+        pipeline.claim(self._group)
         self._raised: Optional[BaseException] = None
+        self._pid = os.getpid()
+        self._finalizer = weakref.finalize(self, _stop_abandoned, self._group)
 
     @property
     def queue(self) -> Any:
@@ -592,8 +602,9 @@ class Batches:
 
     @property
     def coord(self) -> Optional[Coordinator]:
-        """The Coordinator this object started the runners with, or None if it did not."""
-        return self._coord
+        """The Coordinator of the runners this object owns, or None while none of them runs
+        under it (not started yet, or started by the caller's coordinator)."""
+        return self._group.coord if self._group.started else None
 
     def _ensure_started(self) -> None:
         """Starts the pipeline's runners if nobody did; decided once, at the first dequeue."""
@@ -603,21 +614,23 @@ class Batches:
             self._checked_start = True
             if self._queue.is_closed():  # the pipeline already ran: just drain
                 return
-            coord = Coordinator()
-            own = self._runner.create_threads(coord, daemon=True)
-            if not own:  # its threads are running: someone else started the pipeline
-                return
-            self._coord = coord
-            self._threads = list(own)
+            if self._runner.running and not self._group.started:
+                return  # started under the caller's coordinator: only dequeue
+            self._owner = True
         try:
-            self._threads.extend(start_queue_runners(coord, daemon=True,
-                                                     pipeline=self._pipeline))
-            for thread in own:
+            for thread in self._pipeline._start_runners(self._group):
                 thread.start()
         except BaseException:  # Ctrl-C among the starts: stop what already runs
             with contextlib.suppress(Exception):
                 self._stop()
             raise
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"batches of queue '{self._queue.name}' were built in process {self._pid}; "
+                f"this is process {os.getpid()}, a fork, where none of its threads run: build "
+                f"the pipeline in the process that reads it")
 
     def dequeue(self, timeout: Optional[float] = None) -> Any:
         """Returns the next batch, blocking until it is complete.
@@ -637,6 +650,7 @@ class Batches:
             keeps running.
           Exception: a producer's (or reader's) exception, as a copy chained to the original.
         """
+        self._check_process()
         self._ensure_started()
         try:
             if self._allow_smaller:
@@ -666,30 +680,33 @@ class Batches:
     def close(self) -> None:
         """Stops producing batches. Idempotent.
 
-        If this object started the runners, it stops the pipeline (requests stop, which closes
-        and cancels every queue) and joins every thread; otherwise it closes its own queue,
-        cancelling pending enqueues, and leaves the rest to the caller's coordinator.
+        Unless the caller's coordinator runs the pipeline, it stops the runners this object
+        owns (requests stop, closes their queues cancelling pending enqueues) and joins their
+        threads; the runners of other :class:`Batches` on the same pipeline go on. Under the
+        caller's coordinator it closes its own queue, cancelling pending enqueues, and leaves
+        the rest to that coordinator.
 
         Raises:
           Exception: a runner's exception that no dequeue has raised yet.
           RuntimeError: a thread did not stop within ``STOP_GRACE_PERIOD_SECS``.
         """
         with self._lock:
-            owned = self._coord is not None
-        if owned:
-            self._stop()
-        else:
+            foreign = self._checked_start and not self._owner
+        if foreign:
             self._queue.close(cancel_pending_enqueues=True)
+        else:
+            self._stop_group()
 
     def _stop(self) -> None:
-        """Stops the pipeline this object started (once): requests stop, closes every queue
-        cancelling pending enqueues, joins the threads."""
-        with self._lock:
-            if self._coord is None or self._stopped:
-                return
-            self._stopped = True
+        """At the end of the input or on a failed dequeue: stops the runners this object
+        owns, if it started them (never those of the caller's coordinator)."""
+        if self._owner:
+            self._stop_group()
+
+    def _stop_group(self) -> None:
+        """Stops the runners this object owns (once) and joins their threads."""
         try:
-            _stop_pipeline(self._pipeline, self._coord, self._threads)
+            self._group.stop(STOP_GRACE_PERIOD_SECS)
         except Exception as e:  # noqa: BLE001 - re-raised unless the consumer already has it
             raised = self._raised
             if raised is None or (raised is not e and raised.__cause__ is not e):
@@ -709,7 +726,23 @@ class Batches:
 
     def __repr__(self) -> str:
         return (f"<Batches of {self._batch_size} from {self._queue!r}"
-                f"{', owns its runners' if self._coord is not None else ''}>")
+                f"{', owns its runners' if self._group.started else ''}>")
+
+
+def _stop_abandoned(group: RunnerGroup) -> None:
+    """The finalizer of a :class:`Batches`: stops the runners it owns if nobody closed it."""
+    if group.stopped:
+        return
+    if not group.started:  # never run: the runners stay, for whoever starts the pipeline
+        group.release()
+        return
+    warnings.warn(f"batches of queue '{group.name}' were not closed: their threads are "
+                  f"stopped now; close them, or use `with`", ResourceWarning, stacklevel=2)
+    try:
+        group.stop(STOP_GRACE_PERIOD_SECS)
+    except Exception:  # noqa: BLE001 - nobody is left to raise it to
+        _log.debug("Ignored an error while stopping abandoned batches '%s'", group.name,
+                   exc_info=True)
 
 
 # -- the batching functions -----------------------------------------------------------------

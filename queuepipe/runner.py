@@ -15,13 +15,13 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Type
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Type
 
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import CancelledError, OutOfRangeError
 
-__all__ = ["QueueRunner", "Pipeline", "get_default_pipeline", "add_queue_runner",
-           "start_queue_runners"]
+__all__ = ["QueueRunner", "RunnerGroup", "Pipeline", "get_default_pipeline",
+           "add_queue_runner", "start_queue_runners"]
 
 _log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class QueueRunner:
 
     Exception handling:
 
-    Any other exception ``e`` in an enqueue op ends its thread and is not lost: it is appended
+    Any other exception ``e`` in an enqueue op (any ``BaseException``, ``SystemExit`` included) ends its thread and is not lost: it is appended
     to :attr:`exceptions_raised`, logged, passed to ``coord.request_stop(e)`` (so every thread of
     the pipeline stops and ``coord.join()`` re-raises it), and given to ``queue.abort(e)``: the
     queue is closed with its pending enqueues cancelled, and a consumer's dequeue, once the
@@ -168,6 +168,12 @@ class QueueRunner:
         return self._queue_closed_exception_types
 
     @property
+    def running(self) -> bool:
+        """True from :meth:`create_threads` until the last of those threads has ended."""
+        with self._lock:
+            return self._runs > 0
+
+    @property
     def exceptions_raised(self) -> List[BaseException]:
         """The exceptions raised by the enqueue ops since the threads were last created."""
         with self._lock:
@@ -188,7 +194,7 @@ class QueueRunner:
                 enqueue_op()
         except self._queue_closed_exception_types:
             ended_quietly = True
-        except Exception as e:  # noqa: BLE001 - every error must reach the coordinator
+        except BaseException as e:  # noqa: BLE001 - SystemExit too must reach the consumer
             self._fail(e, coord)
         finally:
             # Every way this thread ends is counted, so the last one is always known.
@@ -198,8 +204,11 @@ class QueueRunner:
             if last and ended_quietly:
                 _run_ignoring_errors(self._close_op, f"close op of queue '{self.name}'")
 
-    def _fail(self, e: Exception, coord: Optional[Coordinator]) -> None:
-        """Sends an enqueue op's exception to the coordinator and to the queue's consumers."""
+    def _fail(self, e: BaseException, coord: Optional[Coordinator]) -> None:
+        """Sends an enqueue op's exception to the coordinator and to the queue's consumers.
+
+        Any ``BaseException`` counts (``SystemExit``, ``GeneratorExit``, a custom one): if it
+        ended the thread silently, a consumer would wait forever on a queue nobody fills."""
         with self._lock:
             self._exceptions_raised.append(e)
         _log.error("Exception in QueueRunner of queue '%s': %s: %s", self.name,
@@ -257,6 +266,100 @@ class QueueRunner:
         return threads
 
 
+class RunnerGroup:
+    """The QueueRunners one owner starts, stops and joins together, under one Coordinator.
+
+    A :class:`~queuepipe.batching.Batches` owns a group: its own runner, and the runners its
+    producer reads from (see :meth:`Pipeline.claim`). Stopping a group stops those runners
+    and no others, so two pipelines built on one :class:`Pipeline` (a train and an eval
+    stream) end independently. A group holds no reference to its owner, so an owner that is
+    garbage-collected can still stop its group from a finalizer.
+
+    Args:
+      pipeline: the pipeline the runners belong to; a stopped group's runners leave it.
+      name: for messages and warnings (the owner's queue name).
+    """
+
+    def __init__(self, pipeline: "Pipeline", name: str) -> None:
+        self._pipeline = pipeline
+        self.name = name
+        self.coord = Coordinator()
+        # Guards _runners, _threads and _stopped.
+        self._lock = threading.Lock()
+        self._runners: List[QueueRunner] = []
+        self._threads: List[threading.Thread] = []
+        self._stopped = False
+
+    @property
+    def runners(self) -> List[QueueRunner]:
+        """The runners of this group."""
+        with self._lock:
+            return list(self._runners)
+
+    @property
+    def started(self) -> bool:
+        """True once threads of this group's runners were created."""
+        with self._lock:
+            return bool(self._threads)
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stopped
+
+    def _add(self, runner: QueueRunner) -> None:
+        with self._lock:
+            self._runners.append(runner)
+
+    def _create_threads(self, runner: QueueRunner) -> List[threading.Thread]:
+        """Creates (without starting) ``runner``'s threads under this group's coordinator;
+        none once the group is stopped."""
+        with self._lock:
+            if self._stopped:
+                return []
+            threads = runner.create_threads(self.coord, daemon=True)
+            self._threads.extend(threads)
+            return threads
+
+    def stop(self, stop_grace_period_secs: float) -> None:
+        """Stops this group's runners and joins their threads; idempotent.
+
+        Requests stop of the group's coordinator, closes each runner's queue cancelling
+        pending enqueues (so that no thread stays blocked), joins the threads (all but the
+        calling one, when a finalizer runs in one of them) and removes the runners from the
+        pipeline, so that no later start restarts them.
+
+        Raises:
+          Exception: a runner's exception, re-raised by the coordinator's join.
+          RuntimeError: a thread did not end within the grace period.
+        """
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            runners, threads = list(self._runners), list(self._threads)
+        try:
+            self.coord.request_stop()
+            for runner in runners:
+                runner.queue.close(cancel_pending_enqueues=True)
+            current = threading.current_thread()
+            self.coord.join([t for t in threads if t is not current],
+                            stop_grace_period_secs=stop_grace_period_secs)
+        finally:
+            self._pipeline._forget(runners)
+
+    def release(self) -> None:
+        """Gives up the runners without stopping them: whoever starts the pipeline next
+        owns them. For an owner that goes away before it started anything."""
+        with self._lock:
+            runners, self._runners = self._runners, []
+        self._pipeline._disown(self, runners)
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else "started" if self._threads else "not started"
+        return f"<RunnerGroup '{self.name}' of {len(self._runners)} runners, {state}>"
+
+
 class Pipeline:
     """A collection of QueueRunners: what TensorFlow's graph was to queue runners.
 
@@ -283,14 +386,22 @@ class Pipeline:
     """
 
     def __init__(self):
+        # Guards _queue_runners and _owners.
         self._lock = threading.Lock()
         self._queue_runners: List[QueueRunner] = []
+        self._owners: Dict[QueueRunner, RunnerGroup] = {}
 
     def add_queue_runner(self, qr: QueueRunner) -> None:
-        """Adds ``qr`` to this pipeline (once; adding it again does nothing)."""
+        """Adds ``qr`` to this pipeline (once; adding it again does nothing).
+
+        Runners whose queue is closed and whose threads have all ended are forgotten first:
+        they have nothing left to do, and a later start must not restart them (a failed
+        pipeline would otherwise re-raise its old error in every pipeline after it).
+        """
         if not isinstance(qr, QueueRunner):
             raise TypeError(f"add_queue_runner expects a QueueRunner, got {qr!r}")
         with self._lock:
+            self._forget_finished()
             if qr not in self._queue_runners:
                 self._queue_runners.append(qr)
 
@@ -299,6 +410,57 @@ class Pipeline:
         """The QueueRunners of this pipeline, in the order they were added."""
         with self._lock:
             return list(self._queue_runners)
+
+    def claim(self, group: RunnerGroup) -> None:
+        """Gives ``group`` every runner of this pipeline that no group owns yet.
+
+        A batching function calls this right after adding its own runner: the runners added
+        since the previous batching function are the ones its producer was built on (its
+        filename queue, ...). Build each pipeline's producers just before its batching call;
+        runners built for another batching function that comes later would be claimed too.
+        """
+        with self._lock:
+            for qr in self._queue_runners:
+                if qr not in self._owners:
+                    self._owners[qr] = group
+                    group._add(qr)
+
+    def _start_runners(self, default: RunnerGroup) -> List[threading.Thread]:
+        """Creates the threads of every runner that has none running, each under its owning
+        group's coordinator (``default`` takes the runners nobody owns); not started."""
+        with self._lock:
+            self._forget_finished()
+            for qr in self._queue_runners:
+                if qr not in self._owners:
+                    self._owners[qr] = default
+                    default._add(qr)
+            owned = [(qr, self._owners[qr]) for qr in self._queue_runners]
+        threads: List[threading.Thread] = []
+        for qr, group in owned:
+            if not qr.running:
+                threads.extend(group._create_threads(qr))
+        return threads
+
+    def _disown(self, group: RunnerGroup, runners: Sequence[QueueRunner]) -> None:
+        with self._lock:
+            for qr in runners:
+                if self._owners.get(qr) is group:
+                    del self._owners[qr]
+
+    def _forget(self, runners: Sequence[QueueRunner]) -> None:
+        with self._lock:
+            for qr in runners:
+                self._owners.pop(qr, None)
+                if qr in self._queue_runners:
+                    self._queue_runners.remove(qr)
+
+    def _forget_finished(self) -> None:
+        """Drops the runners whose queue is closed and whose threads have ended (lock held)."""
+        finished = [qr for qr in self._queue_runners
+                    if qr.queue.is_closed() and not qr.running]
+        for qr in finished:
+            self._owners.pop(qr, None)
+            self._queue_runners.remove(qr)
 
     @property
     def queues(self) -> list:
@@ -369,6 +531,8 @@ def start_queue_runners(coord: Optional[Coordinator] = None, daemon: bool = True
         stop, every runner's cancel op run) and joined, so that none outlives the call.
     """
     pipeline = pipeline if pipeline is not None else get_default_pipeline()
+    with pipeline._lock:
+        pipeline._forget_finished()
     runners = pipeline.queue_runners
     if not runners:
         _log.warning("start_queue_runners: the pipeline has no QueueRunners, so no thread was "

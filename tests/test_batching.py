@@ -1,5 +1,6 @@
 """Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
 
+import gc
 import os
 import threading
 from collections import Counter
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 import queuepipe as qp
+from helpers import wait_until
 from queuepipe.batching import (
     Batches, batch, batch_join, maybe_batch, maybe_batch_join, maybe_shuffle_batch,
     maybe_shuffle_batch_join, read_batch_features, running, shuffle_batch, shuffle_batch_join,
@@ -666,3 +668,137 @@ def test_ctrl_c_while_batches_starts_its_threads_stops_those_already_running(mon
         batches.dequeue()
     assert batches.queue.is_closed() and batches.coord.should_stop()
     # the runner threads, blocked on the full queue, were woken: the fixture sees none alive
+
+
+# -- ownership: several Batches on one pipeline, failures, abandoned and forked ones ---------
+
+
+def ids_in(files):
+    """The ids of the records in ``files``."""
+    return [int(parse_single_example(r, FEATURES)["id"])
+            for f in files for r in qp.io.tf_record_iterator(f)]
+
+
+def train_and_eval(shards):
+    """A shuffled train stream (2 epochs of 3 shards) and an in-order eval stream (2 shards),
+    built one after the other on the default pipeline, as the tutorials build them."""
+    train_files = string_input_producer(shards[:3], num_epochs=2, seed=1)
+    train = shuffle_batch(reading_producer(train_files), 7, capacity=30, min_after_dequeue=10,
+                          num_threads=2, seed=2, allow_smaller_final_batch=True)
+    eval_files = string_input_producer(shards[3:], num_epochs=1, shuffle=False)
+    evaluation = batch(reading_producer(eval_files), 5, num_threads=2, capacity=6,
+                       allow_smaller_final_batch=True)  # far less than its 24 records
+    return train, evaluation
+
+
+def test_two_batches_on_one_pipeline_each_deliver_their_whole_input(shards):
+    train, evaluation = train_and_eval(shards)
+    train_ids, _ = ids_of(train)  # the first to end stops only its own runners
+    eval_ids, _ = ids_of(evaluation)
+    assert Counter(train_ids) == Counter(ids_in(shards[:3]) * 2)
+    assert Counter(eval_ids) == Counter(ids_in(shards[3:]))
+
+
+def test_two_batches_on_one_pipeline_consumed_in_turn_lose_nothing(shards):
+    train, evaluation = train_and_eval(shards)
+    got = {id(train): [], id(evaluation): []}
+    live = [evaluation, train]  # eval starts every runner, and ends first
+    while live:
+        for batches in list(live):
+            try:
+                got[id(batches)].extend(int(i) for i in next(batches)[0])
+            except StopIteration:
+                live.remove(batches)
+    assert Counter(got[id(train)]) == Counter(ids_in(shards[:3]) * 2)
+    assert Counter(got[id(evaluation)]) == Counter(ids_in(shards[3:]))
+
+
+def test_a_failed_pipeline_does_not_poison_the_next_one_on_the_same_pipeline(tmp_path, shards):
+    (tmp_path / "junk.tfrecord").write_bytes(b"\x07" * 40)
+    bad = batch(reading_producer(string_input_producer([str(tmp_path / "junk.tfrecord")])), 2)
+    with pytest.raises(qp.DataLossError, match=r"junk\.tfrecord"):
+        next(bad)
+    bad.close()
+    good = batch(reading_producer(string_input_producer(shards, num_epochs=1)), 8,
+                 allow_smaller_final_batch=True)
+    assert Counter(ids_of(good)[0]) == Counter(range(60))
+    with running():  # nor does starting the pipeline by hand restart the failed runners
+        pass
+
+
+class Fatal(BaseException):
+    """Not an Exception: a producer raising it must still stop the pipeline."""
+
+
+@pytest.mark.parametrize("error", [SystemExit(3), GeneratorExit(), Fatal("fatal")])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_producer_raising_a_base_exception_reaches_the_consumer(error, threads):
+    numbers = iter(range(1000))
+    lock = threading.Lock()
+
+    def produce():
+        with lock:
+            i = next(numbers)
+        if i == 5:
+            raise error
+        return (i,)
+
+    batches = batch(produce, 2, num_threads=threads, capacity=4)
+    with pytest.raises(type(error)):
+        for _ in batches:
+            pass
+    assert batches.coord.should_stop()
+
+
+def test_closing_before_the_first_element_arrives_drops_it_quietly():
+    gate = threading.Event()
+
+    def produce():
+        gate.wait(10)
+        return {"x": 1}
+
+    batches = batch(produce, 2)
+    with pytest.raises(qp.DeadlineExceededError):
+        batches.dequeue(timeout=0.01)  # the runner started; its producer waits on the gate
+    opener = threading.Thread(target=lambda: (wait_until(batches.queue.is_closed), gate.set()))
+    opener.start()
+    batches.close()  # the element comes after the close: it is dropped, nothing raises
+    opener.join()
+    with pytest.raises(OutOfRangeError):
+        batches.dequeue()
+    with pytest.raises(qp.CancelledError, match="is closed"):
+        batches.queue.enqueue({"x": 2})
+
+
+def test_abandoned_batches_stop_their_threads_and_say_so():
+    def consume_a_little():
+        batches = shuffle_batch(rows(10, num_epochs=None), 2, capacity=8, min_after_dequeue=2,
+                                num_threads=2)
+        for i, _ in enumerate(batches):
+            if i == 2:
+                break  # neither close() nor `with`
+
+    before = threading.active_count()
+    with pytest.warns(ResourceWarning, match=r"shuffle_batch.*were not closed"):
+        for _ in range(3):
+            consume_a_little()
+            gc.collect()
+    assert threading.active_count() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_batches_used_in_a_forked_child_raise_instead_of_hanging():
+    batches = batch(rows(10, num_epochs=None), 2)
+    next(batches)
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the pipeline has no threads
+        try:
+            batches.dequeue(timeout=5)
+        except RuntimeError as e:
+            os._exit(0 if "a fork" in str(e) else 2)
+        except BaseException:  # noqa: BLE001 - the child must never return into pytest
+            os._exit(3)
+        os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    batches.close()

@@ -374,7 +374,7 @@ def test_start_queue_runners_twice_starts_no_duplicates(pipeline):
     busy = FIFOQueue(1, dtypes=[qp.int64], name="busy")
     done = FIFOQueue(1, dtypes=[qp.int64], name="done")
     add_queue_runner(QueueRunner(busy, [lambda: busy.enqueue(1)]))
-    finish = QueueRunner(done, [counting_op(done, 0)])
+    finish = QueueRunner(done, [counting_op(done, 0)], close_op=lambda: None)  # stays open
     add_queue_runner(finish)
     coord = Coordinator()
     threads = start_queue_runners(coord)
@@ -382,6 +382,20 @@ def test_start_queue_runners_twice_starts_no_duplicates(pipeline):
     again = start_queue_runners(coord)
     assert [t.name for t in again] == ["queuepipe/done/runner-0", "queuepipe/done/close-on-stop"]
     stop_and_join(coord, threads + again)
+
+
+def test_a_pipeline_forgets_runners_whose_queue_closed_and_threads_ended(pipeline):
+    busy = FIFOQueue(1, dtypes=[qp.int64], name="busy")
+    done = FIFOQueue(1, dtypes=[qp.int64], name="done")
+    add_queue_runner(QueueRunner(busy, [lambda: busy.enqueue(1)]))
+    add_queue_runner(QueueRunner(done, [counting_op(done, 0)]))  # closes 'done' at once
+    coord = Coordinator()
+    threads = start_queue_runners(coord)
+    threads[2].join()
+    assert done.is_closed()
+    again = start_queue_runners(coord)
+    assert again == [] and [qr.queue for qr in pipeline.queue_runners] == [busy]
+    stop_and_join(coord, threads)
 
 
 def test_start_queue_runners_on_an_empty_pipeline_warns(pipeline, caplog):
