@@ -36,7 +36,7 @@ import numpy as np
 
 from queuepipe import dtypes
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
-from queuepipe.queues import FIFOQueue
+from queuepipe.queues import FIFOQueue, _unique_name
 from queuepipe.remote import glob
 from queuepipe.runner import QueueRunner, add_queue_runner
 
@@ -71,11 +71,15 @@ def _check_seed(seed: Any) -> Optional[int]:
 
 
 def _to_bytes(value: Any, what: str) -> bytes:
-    """A string element of ``what`` as bytes: ``str`` and paths are encoded, as TF does."""
+    """A string element of ``what`` as bytes: ``str`` and paths are encoded, as TF does.
+
+    A ``str`` is UTF-8, with surrogate escapes turned back into the bytes they stand for: a
+    file name that is not UTF-8, as ``os.listdir`` or ``shard_files`` return it, names the
+    same file again."""
     if isinstance(value, bytes):
         return bytes(value)  # np.bytes_ becomes plain bytes
     if isinstance(value, str):
-        return value.encode("utf-8")
+        return value.encode("utf-8", "surrogateescape")
     if isinstance(value, os.PathLike):
         return os.fsencode(value)
     raise TypeError(f"{what} must hold only str, bytes or paths, got {value!r}")
@@ -207,7 +211,7 @@ def _producer(items: Union[np.ndarray, Callable[[], np.ndarray]], dtype: Any,
     capacity = _check_capacity(capacity)
     seed = _check_seed(seed)
     queue = FIFOQueue(capacity, dtypes=[dtype], shapes=[element_shape],
-                      name=name or "input_producer")
+                      name=name if name is not None else _unique_name("input_producer"))
     feeder = _EpochFeeder(queue, items, num_epochs, shuffle, seed)
     add_queue_runner(QueueRunner(queue, [feeder], cancel_op=cancel_op))
     return queue

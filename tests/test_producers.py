@@ -1,5 +1,6 @@
 """Tests for queuepipe.producers: epochs, shuffling, seeds, file matching, slices, limits."""
 
+import os
 import re
 import sys
 from collections import Counter
@@ -10,6 +11,7 @@ from helpers import usage_block
 
 import queuepipe as qp
 from queuepipe.coordinator import Coordinator
+from queuepipe.distributed import shard_files
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
 from queuepipe.producers import (
     input_producer,
@@ -143,6 +145,26 @@ def test_string_input_producer_elements_are_plain_bytes(run, names):
     got = drain(run(lambda: string_input_producer(names, num_epochs=1, shuffle=False)))
     assert got == [b"x", b"yy"]
     assert [type(x) for x in got] == [bytes, bytes]
+
+
+def test_a_name_that_is_not_utf8_reaches_the_reader_as_the_same_file(run, tmp_path):
+    raw = os.fsencode(str(tmp_path)) + b"/caf\xe9.tfrecord"  # Latin-1, not UTF-8
+    with qp.io.TFRecordWriter(raw) as writer:
+        writer.write(b"payload")
+    share = shard_files([os.fsdecode(raw)], rank=0, world_size=1)  # str, surrogate-escaped
+    queue = run(lambda: string_input_producer(share.files, num_epochs=1))
+    assert drain(queue) == [raw]
+    _, value = qp.TFRecordReader().read(run(lambda: string_input_producer(share.files,
+                                                                          num_epochs=1)))
+    assert value == b"payload"
+
+
+def test_default_producer_names_are_unique():
+    with Pipeline().as_default():
+        names = [string_input_producer([b"a"]).name, range_input_producer(3).name,
+                 input_producer([1, 2]).name, string_input_producer([b"a"], name="mine").name]
+    assert len(set(names)) == 4 and names[3] == "mine"
+    assert all(re.fullmatch(r"input_producer(_\d+)?", n) for n in names[:3])
 
 
 def test_input_producer_rows_keep_shape_and_dtype(run):
