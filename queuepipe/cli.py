@@ -195,21 +195,22 @@ def _cmd_inspect(args) -> int:
 
 
 def _count_from_index(path: str) -> Optional[int]:
-    """The record count from ``path``'s index, or None when there is none or it is stale."""
+    """The record count from ``path``'s index, or None when there is none or it does not
+    match the file."""
     index = _index_path(path)
     if not os.path.exists(index):
         return None
-    from queuepipe.shards import read_index
+    from queuepipe.shards import index_mismatch, read_index
 
     try:
         entries = read_index(index)
     except ValueError as e:
         print(f"{PROG} count: warning: {e}; counting by a scan", file=sys.stderr)
         return None
-    end = int(entries[-1][0]) + int(entries[-1][1]) if len(entries) else 0
-    if end != _file_size(path):
-        print(f"{PROG} count: warning: '{index}' is stale (its records end at byte {end}, "
-              f"the file has {_file_size(path)}); counting by a scan", file=sys.stderr)
+    mismatch = index_mismatch(entries, _file_size(path))
+    if mismatch is not None:
+        print(f"{PROG} count: warning: '{index}' does not match its file ({mismatch}); "
+              f"counting by a scan", file=sys.stderr)
         return None
     return len(entries)
 

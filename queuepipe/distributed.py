@@ -40,11 +40,13 @@ import sys
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
 from queuepipe.readers import TFRecordReader
 from queuepipe.records import masked_crc32c
 from queuepipe.remote import glob, open_file
-from queuepipe.shards import read_index
+from queuepipe.shards import index_mismatch, read_index
 
 __all__ = ["Shard", "shard_info", "FileShare", "shard_files", "ShardedTFRecordReader"]
 
@@ -228,15 +230,15 @@ class ShardedTFRecordReader(TFRecordReader):
         entries = None if self._compression else _index_entries(self._path)
         if entries is not None:
             self._file = open_file(self._path, "rb")
-            size = self._file.seek(0, os.SEEK_END)
-            end = entries[-1][0] + entries[-1][1] if entries else 0
-            if end == size:
+            mismatch = index_mismatch(entries, self._file.seek(0, os.SEEK_END))
+            if mismatch is None:
                 rank, world_size = self._shard
-                self._entries = entries[rank::world_size]
+                self._entries = [(int(offset), int(length))
+                                 for offset, length in entries[rank::world_size]]
                 self._next_entry = 0
                 return
-            _log.warning("'%s.index' is stale (its records end at byte %d, the file has %d); "
-                         "scanning the file instead", self._path, end, size)
+            _log.warning("'%s.index' does not match its file (%s); scanning the file instead",
+                         self._path, mismatch)
             self._file.close()
             self._file = None
         self._entries = None
@@ -329,11 +331,10 @@ class ShardedTFRecordReader(TFRecordReader):
         self._skipped_by_index = 0
 
 
-def _index_entries(path: str) -> Optional[List[Tuple[int, int]]]:
+def _index_entries(path: str) -> Optional[np.ndarray]:
     """The ``(offset, length)`` of every record of ``path`` from ``path + ".index"``, or None
     when there is no index."""
     try:
-        entries = read_index(path + ".index")
+        return read_index(path + ".index")
     except NotFoundError:
         return None
-    return [(int(offset), int(length)) for offset, length in entries]

@@ -246,6 +246,37 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
     return paths
 
 
+def index_mismatch(entries: np.ndarray, size: int) -> Optional[str]:
+    """Why an index does not describe a file of ``size`` bytes, or None when it does.
+
+    An index that can be trusted tiles the file: its first record starts at byte 0, each
+    record starts where the one before it ends, each is at least a frame's header and
+    footer long, and the last ends at the file's end. A missing line would lose a record and
+    a repeated one would deliver it twice, so any gap or overlap counts, not just the end.
+
+    Args:
+      entries: ``(N, 2)`` offsets and framed lengths, as :func:`read_index` returns them.
+      size: the file's size in bytes.
+    """
+    offsets, lengths = entries[:, 0], entries[:, 1]
+    ends = offsets + lengths
+    end = int(ends[-1]) if len(entries) else 0
+    if end != size:
+        return f"its records end at byte {end}, the file has {size}"
+    short = np.flatnonzero(lengths < FRAME_BYTES)
+    if len(short):
+        i = int(short[0])
+        return (f"line {i + 1} gives a record of {int(lengths[i])} bytes, less than a frame's "
+                f"{FRAME_BYTES}")
+    starts = np.concatenate(([0], ends[:-1]))
+    apart = np.flatnonzero(offsets != starts)
+    if len(apart):
+        i = int(apart[0])
+        return (f"line {i + 1} puts a record at byte {int(offsets[i])}, where the record "
+                f"before it ends at {int(starts[i])} (a line missing, repeated or out of order)")
+    return None
+
+
 def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
     """Reads a ``.index`` file written by :func:`write_shards` (or the ``tfrecord`` package).
 

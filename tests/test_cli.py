@@ -141,8 +141,22 @@ def test_count_ignores_a_stale_index_with_a_warning(capsys, tmp_path):
     status, out, err = run(capsys, "count", path)
     assert status == 0
     assert out == f"{5:>10}  {path}\n"
-    assert re.fullmatch(r"queuepipe count: warning: '.*data\.tfrecord\.index' is stale .*; "
-                        r"counting by a scan\n", err)
+    assert re.fullmatch(r"queuepipe count: warning: '.*data\.tfrecord\.index' does not match "
+                        r"its file \(its records end at byte 10, .*\); counting by a scan\n", err)
+
+
+@pytest.mark.parametrize("edit", ["drop", "repeat"])
+def test_count_scans_when_an_index_line_is_missing_or_repeated(capsys, tmp_path, edit):
+    path = write_records(tmp_path / "data.tfrecord", examples(5))
+    assert run(capsys, "index", path)[0] == 0
+    with open(path + ".index") as f:
+        lines = f.readlines()
+    lines = lines[:2] + lines[3:] if edit == "drop" else lines[:3] + lines[2:]
+    with open(path + ".index", "w") as f:
+        f.writelines(lines)
+    status, out, err = run(capsys, "count", path)
+    assert (status, out) == (0, f"{5:>10}  {path}\n")
+    assert re.search(r"line [34] puts a record at byte", err)
 
 
 def test_count_ignores_a_malformed_index_with_a_warning(capsys, tmp_path):

@@ -206,7 +206,24 @@ def test_sharded_reader_scans_when_the_index_is_stale(tmp_path, caplog):
     _write(path, [b"r%d" % i for i in range(7)])  # the file grew; the index did not
     got = _read_all(ShardedTFRecordReader(0, 2), [path])
     assert [value for _, value in got] == [b"r0", b"r2", b"r4", b"r6"]
-    assert f"'{path}.index' is stale" in caplog.text
+    assert f"'{path}.index' does not match its file (its records end at byte" in caplog.text
+
+
+@pytest.mark.parametrize("edit", ["drop", "repeat", "swap"])
+def test_sharded_reader_scans_when_an_index_line_is_missing_repeated_or_moved(tmp_path, caplog,
+                                                                               edit):
+    records = [b"r%d" % i for i in range(6)]
+    path = _one_indexed_shard(tmp_path, records)
+    with open(path + ".index") as f:
+        lines = f.readlines()
+    lines = {"drop": lines[:2] + lines[3:],
+             "repeat": lines[:3] + lines[2:],
+             "swap": lines[:1] + [lines[2], lines[1]] + lines[3:]}[edit]
+    with open(path + ".index", "w") as f:
+        f.writelines(lines)
+    got = _read_all(ShardedTFRecordReader(0, 1), [path])
+    assert [value for _, value in got] == records  # each record once, in file order
+    assert "does not match its file" in caplog.text
 
 
 def test_sharded_reader_rejects_a_bad_rank():
