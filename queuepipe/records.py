@@ -278,9 +278,19 @@ class ReadBuffer:
         """What broke the compressed stream (it then reads as ended early), or None."""
         return getattr(self._stream, "damage", None)
 
-    def remaining(self) -> Optional[int]:
-        """Bytes left in the file from :attr:`offset`, when known without reading, else None."""
-        return None if self._size is None else self._size - self.offset
+    def remaining(self, wanted: int = 0) -> Optional[int]:
+        """Bytes left in the file from :attr:`offset`, when known without reading, else None.
+
+        When fewer than ``wanted`` are left, the file is measured again first: a writer may
+        have appended to it since it was opened (a trainer reading a file being written).
+        """
+        if self._size is None:
+            return None
+        left = self._size - self.offset
+        if left < wanted:
+            self._size = _file_size(self._stream)
+            left = left if self._size is None else self._size - self.offset
+        return left
 
     def fill(self, n: int) -> bool:
         """Makes ``n`` bytes available from ``pos``; False when the stream ends first.
@@ -560,7 +570,7 @@ class RecordScanner:
                 self._resync()
                 continue
             need = length + FRAME_BYTES
-            remaining = b.remaining()
+            remaining = b.remaining(need)
             if (remaining is not None and need > remaining) or not b.fill(need):
                 rest = b.available if remaining is None else remaining
                 self._damage(offset, f"truncated record at {offset}: the record needs {need} "

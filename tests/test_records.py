@@ -191,6 +191,20 @@ def test_truncated_compressed_stream_is_data_loss(tmp_path, compression):
     scanner.close()
 
 
+@pytest.mark.parametrize("policy", ["raise", "skip"])
+@pytest.mark.parametrize("lengths", [[5, 5, 5, 5, 5], [3, 40, 7, 300, 11]])
+def test_records_appended_while_the_file_is_read_are_read_too(tmp_path, policy, lengths):
+    records = [bytes([i]) * n for i, n in enumerate(lengths)]
+    path = write(str(tmp_path / "growing.tfrecord"), records[:3])
+    scanner = RecordScanner(path, corrupt_records=policy)
+    assert [data for _, data in scanner.next_batch(1)] == records[:1]  # size measured, buffered
+    with open(path, "ab") as f:  # a writer appends two whole records
+        f.write(b"".join(frame(r) for r in records[3:]))
+    assert [data for _, data in scanner.next_batch(10)] == records[1:]
+    assert scanner.next_batch(10) == [] and scanner.finished and scanner.skipped == 0
+    scanner.close()
+
+
 def test_concatenated_gzip_members_read_as_one_stream(tmp_path):
     a = write(tmp_path / "a", [b"one", b"two"], "GZIP").read_bytes()
     b = write(tmp_path / "b", [b"three"], "GZIP").read_bytes()
