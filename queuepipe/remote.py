@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import stat
 from typing import IO, Any, Dict, List, Optional, Union
 
-from queuepipe.errors import NotFoundError
+from queuepipe.errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["is_remote", "open_file", "glob", "configure"]
 
@@ -63,15 +64,47 @@ def open_file(path: PathLike, mode: str = "rb") -> IO[bytes]:
 
     Raises:
       NotFoundError: reading a file that does not exist (also a ``FileNotFoundError``).
+      InvalidArgumentError: reading something that is not a regular file (a named pipe, a
+        device, a directory): a named pipe would block the reader in ``open`` until a writer
+        came, and none of them can be measured or read again for the next epoch.
       ImportError: a path with a protocol and fsspec (or the protocol's backend) is missing.
     """
     path = os.fsdecode(path)
     try:
         if is_remote(path):
             return _fsspec(path).open(path, mode).open()
-        return open(path, mode, buffering=0 if mode == "rb" else -1)
+        if mode == "rb":
+            return _open_regular(path)
+        return open(path, mode)
     except FileNotFoundError as e:
         raise NotFoundError(f"file not found: '{path}'") from e
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _open_regular(path: str) -> IO[bytes]:
+    """Opens a local regular file for unbuffered reading; refuses anything else.
+
+    The file is opened without blocking (``O_NONBLOCK``), which opening a named pipe that has
+    no writer needs, and checked by ``fstat`` on what was opened, not by a ``stat`` before.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise InvalidArgumentError(
+                f"cannot read '{path}': it is {kind}, not a regular file; queuepipe reads "
+                f"files it can measure and read again each epoch (copy the data to a file)")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return open(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def glob(pattern: PathLike) -> List[str]:

@@ -145,6 +145,15 @@ def test_count_ignores_a_stale_index_with_a_warning(capsys, tmp_path):
                         r"its file \(its records end at byte 10, .*\); counting by a scan\n", err)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+@pytest.mark.parametrize("command", ["inspect", "count", "verify", "schema", "index"])
+def test_a_named_pipe_fails_every_subcommand_instead_of_hanging(capsys, tmp_path, command):
+    fifo = str(tmp_path / "pipe.tfrecord")
+    os.mkfifo(fifo)
+    status, _, err = run(capsys, command, fifo)
+    assert status != 0 and "it is a named pipe (FIFO)" in err
+
+
 @pytest.mark.parametrize("edit", ["drop", "repeat"])
 def test_count_scans_when_an_index_line_is_missing_or_repeated(capsys, tmp_path, edit):
     path = write_records(tmp_path / "data.tfrecord", examples(5))

@@ -60,6 +60,33 @@ def test_open_file_and_glob_locally(tmp_path):
         remote.open_file(str(tmp_path / "missing"))
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_or_a_directory_is_refused_at_once_naming_it(tmp_path):
+    fifo = str(tmp_path / "pipe.tfrecord")
+    os.mkfifo(fifo)  # no writer will ever come: a plain open() would block forever
+    with pytest.raises(qp.errors.InvalidArgumentError,
+                       match=r"^cannot read '.*pipe\.tfrecord': it is a named pipe \(FIFO\)"):
+        remote.open_file(fifo)
+    with pytest.raises(qp.errors.InvalidArgumentError, match=r"it is a directory"):
+        remote.open_file(str(tmp_path))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_among_the_input_files_reaches_the_consumer(tmp_path):
+    good = str(tmp_path / "good.tfrecord")
+    with qp.io.TFRecordWriter(good) as writer:
+        writer.write(b"record")
+    fifo = str(tmp_path / "pipe.tfrecord")
+    os.mkfifo(fifo)
+    with qp.Pipeline().as_default():
+        files = qp.train.string_input_producer([good, fifo], num_epochs=1, shuffle=False)
+        reader = qp.TFRecordReader()
+        batches = qp.train.batch(lambda: reader.read(files)[1], 1)
+    with batches, pytest.raises(qp.errors.InvalidArgumentError, match=r"pipe\.tfrecord"):
+        for _ in batches:
+            pass
+
+
 @pytest.fixture
 def memory_dir():
     """A fresh directory of fsspec's in-memory filesystem, removed afterwards."""
