@@ -1533,7 +1533,10 @@ class PriorityQueue(QueueBase):
             raise InvalidArgumentError("PriorityQueue requires types (use [] for priority "
                                        "only), got None")
         types = _as_dtype_list(types)
-        shapes = _as_shape_list(shapes)
+        # With no component after the priority, shapes=[] lists no shape (as in TF), not
+        # the scalar shape of one component.
+        shapes = [] if not types and isinstance(shapes, (list, tuple)) and not shapes \
+            else _as_shape_list(shapes)
         shapes = [()] + (shapes if shapes is not None else [None] * len(types))
         self._heap: List[Tuple[int, int, int]] = []  # (priority, sequence, row)
         self._sequence = itertools.count()

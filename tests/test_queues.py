@@ -895,6 +895,14 @@ def test_priority_queue_lowest_first_and_ties_fifo():
     assert q.dequeue() == (3, b"c2")
 
 
+@pytest.mark.parametrize("shapes", [None, [], ()])
+def test_a_priority_queue_may_hold_the_priority_alone(shapes):
+    q = qp.PriorityQueue(10, [], shapes=shapes)
+    q.enqueue_many(([3, 1, 2],))
+    q.enqueue((0,))
+    assert q.dequeue() == 0 and q.dequeue_many(3).tolist() == [1, 2, 3]
+
+
 def test_priority_queue_put_back_keeps_tie_order():
     q = qp.PriorityQueue(10, [qp.int64], shapes=[[]])
     q.enqueue_many(([5, 5, 5], [0, 1, 2]))
