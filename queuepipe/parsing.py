@@ -67,6 +67,41 @@ def _spec_dtype(dtype, spec_name):
     return resolved
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def _check_default(default_value, dtype, spec_name):
+    """Refuses a ``default_value`` whose items are not of the spec's dtype, quoting it.
+
+    NumPy would convert 3 to ``b"\\x00\\x00\\x00"`` for a string feature and 1.5 to 1 for an
+    int64 one, silently; and "abc" or 2**70 would fail only at parse time, in a runner.
+    """
+    if default_value is None:
+        return
+    try:
+        items = np.asarray(default_value, dtype=object).ravel().tolist()
+    except ValueError:  # a ragged nesting: its size is wrong anyway, and reported later
+        return
+    resolved = _dtypes.as_dtype(dtype)
+    for item in items:
+        if resolved == _dtypes.string:
+            ok = isinstance(item, (bytes, str))
+        elif resolved == np.int64:
+            ok = (isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_))
+                  and _INT64.min <= item <= _INT64.max)
+        else:
+            ok = isinstance(item, (int, float, np.integer, np.floating)) \
+                and not isinstance(item, (bool, np.bool_))
+        if not ok:
+            raise ValueError(f"{spec_name}: default_value {default_value!r} does not fit dtype "
+                             f"{_TF_NAME[resolved]}: {item!r} is not "
+                             f"{_DEFAULT_ITEM[_TF_NAME[resolved]]}")
+
+
+_DEFAULT_ITEM = {"string": "bytes or str", "int64": "an integer in int64's range",
+                 "float": "a number"}
+
+
 def _spec_shape(shape, spec_name):
     try:
         dims = tuple(int(dim) for dim in shape)
@@ -86,10 +121,12 @@ class FixedLenFeature(collections.namedtuple(
       shape: the shape of one record's value (``[]`` for a scalar), kept as a tuple.
       dtype: ``qp.int64``, ``qp.float32`` or ``qp.string`` (or a NumPy dtype or name of one).
       default_value: used when a record lacks the feature; ``None`` makes it required. It must
-        have ``prod(shape)`` elements (a scalar for ``shape=[]``).
+        have ``prod(shape)`` elements (a scalar for ``shape=[]``) of the feature's dtype.
 
     Raises:
-      ValueError: ``dtype`` is not int64, float32 or string, or ``shape`` is not fully defined.
+      ValueError: ``dtype`` is not int64, float32 or string, ``shape`` is not fully defined,
+        or ``default_value`` holds an item of another type (3 for a string, 1.5 or 2**70 for
+        an int64, "abc" for a float).
     """
 
     __slots__ = ()
@@ -97,6 +134,7 @@ class FixedLenFeature(collections.namedtuple(
     def __new__(cls, shape, dtype, default_value=None):
         shape = _spec_shape(shape, "FixedLenFeature")
         _spec_dtype(dtype, "FixedLenFeature")
+        _check_default(default_value, dtype, "FixedLenFeature")
         return super().__new__(cls, shape, dtype, default_value)
 
 
@@ -131,6 +169,7 @@ class FixedLenSequenceFeature(collections.namedtuple(
     def __new__(cls, shape, dtype, allow_missing=False, default_value=None):
         shape = _spec_shape(shape, "FixedLenSequenceFeature")
         _spec_dtype(dtype, "FixedLenSequenceFeature")
+        _check_default(default_value, dtype, "FixedLenSequenceFeature")
         return super().__new__(cls, shape, dtype, allow_missing, default_value)
 
 

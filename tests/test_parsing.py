@@ -637,3 +637,24 @@ def test_a_spec_changed_in_place_is_read_anew():
     del spec["score"]
     assert qp.parse_single_example(record, spec) == {"label": 7}
     assert qp.parse_example([record], spec)["label"].tolist() == [7]
+
+
+@pytest.mark.parametrize("spec, default, message", [
+    (qp.io.FixedLenFeature, ([], qp.string, 3), r"3 is not bytes or str"),
+    (qp.io.FixedLenFeature, ([], qp.int64, 1.5), r"1\.5 is not an integer in int64's range"),
+    (qp.io.FixedLenFeature, ([2], qp.int64, [1, 2**70]), r"\d+ is not an integer in int64"),
+    (qp.io.FixedLenFeature, ([], qp.float32, "abc"), r"'abc' is not a number"),
+    (qp.io.FixedLenFeature, ([], qp.int64, True), r"True is not an integer"),
+    (qp.io.FixedLenSequenceFeature, ([], qp.string, True, 0), r"0 is not bytes or str"),
+])
+def test_a_default_value_of_the_wrong_type_is_refused_when_the_spec_is_built(spec, default,
+                                                                              message):
+    with pytest.raises(ValueError, match=rf"^{spec.__name__}: default_value .* does not fit "
+                                         rf"dtype \w+: {message}"):
+        spec(*default)
+
+
+def test_defaults_of_the_right_type_are_kept():
+    assert qp.io.FixedLenFeature([], qp.float32, 2).default_value == 2
+    assert qp.io.FixedLenFeature([2], qp.string, ["a", b"b"]).default_value == ["a", b"b"]
+    assert qp.io.FixedLenFeature([2], qp.int64, np.array([1, 2])).default_value.tolist() == [1, 2]
