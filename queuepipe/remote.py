@@ -23,6 +23,7 @@ Options given to :func:`configure` win over the environment's.
 
 from __future__ import annotations
 
+import errno
 import glob as _glob
 import os
 import stat
@@ -64,9 +65,10 @@ def open_file(path: PathLike, mode: str = "rb") -> IO[bytes]:
 
     Raises:
       NotFoundError: reading a file that does not exist (also a ``FileNotFoundError``).
-      InvalidArgumentError: reading something that is not a regular file (a named pipe, a
-        device, a directory): a named pipe would block the reader in ``open`` until a writer
-        came, and none of them can be measured or read again for the next epoch.
+      IsADirectoryError: reading a directory.
+      InvalidArgumentError: reading something else that is not a regular file (a named
+        pipe, a device, a socket): a named pipe would block the reader in ``open`` until a
+        writer came, and none of them can be measured or read again for the next epoch.
       ImportError: a path with a protocol and fsspec (or the protocol's backend) is missing.
     """
     path = os.fsdecode(path)
@@ -80,8 +82,7 @@ def open_file(path: PathLike, mode: str = "rb") -> IO[bytes]:
         raise NotFoundError(f"file not found: '{path}'") from e
 
 
-_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
 
 
@@ -94,6 +95,8 @@ def _open_regular(path: str) -> IO[bytes]:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):  # what open() raises for one, as before
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
         if not stat.S_ISREG(mode):
             kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
             raise InvalidArgumentError(
