@@ -64,7 +64,7 @@ from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgum
 from queuepipe.parsing import FixedLenFeature, parse_example
 from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
-    _ArrivalPoolShuffleQueue, _unique_name
+    _ArrivalPoolShuffleQueue, _unique_name, wait_holding
 from queuepipe.readers import ReaderBase, TFRecordReader
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
     start_queue_runners
@@ -250,7 +250,7 @@ class _DeferredQueue:
         self._dynamic_pad = dynamic_pad
         self._capacity = capacity
         self._name = name
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # for its C-level owner: see queues.wait_holding
         # Announces that the real queue exists.
         self._built = threading.Condition(self._lock)
         self._queue: Any = None
@@ -348,7 +348,7 @@ class _DeferredQueue:
                             f"Queue '{self._name}': {op} timed out after {timeout:.3g} s (size "
                             f"0, capacity {self._capacity}): no element has arrived yet")
                     wait = min(wait, left)
-                self._built.wait(wait)
+                wait_holding(self._built, self._lock, wait)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         return self._queue, left
 

@@ -36,6 +36,7 @@ consumer waits on a queue whose runners were never started, and :meth:`QueueBase
 
 from __future__ import annotations
 
+import _thread
 import collections
 import copy
 import heapq
@@ -82,6 +83,8 @@ _REFILL_FRACTION = 16
 # How often an enqueue yields the GIL while the queue's lock is held (_let_holder_finish).
 _YIELDS_TO_HOLDER = 4
 
+_MAIN_THREAD_ID = threading.main_thread().ident
+
 _name_lock = threading.Lock()
 _name_counts: Dict[str, int] = collections.Counter()
 
@@ -122,7 +125,27 @@ def _stack_rows(values: Sequence[Any], column: np.ndarray) -> np.ndarray:
     return np.frombuffer(joined, dtype=column.dtype).reshape((len(values),) + column.shape[1:])
 
 
-def _let_holder_finish(lock: threading.Lock) -> None:
+def wait_holding(condition: threading.Condition, lock: Any, timeout: Optional[float]) -> None:
+    """``condition.wait(timeout)``, after which ``lock`` (an ``RLock``) is held however the
+    wait ended.
+
+    A KeyboardInterrupt can land in ``Condition.wait``'s own ``finally`` before it takes the
+    lock back; the caller's ``with lock:`` would then release a lock it does not hold
+    (``RuntimeError: release unlocked lock``, the interrupt lost) and leave the queue's state
+    unguarded. An ``RLock`` knows its owner in C (``_is_owned``), so the lock is taken back
+    exactly when the wait did not, and the interrupt goes on. (An ``RLock`` also gives the
+    Condition C-level ``_release_save``/``_acquire_restore``, which shrinks that window to
+    almost nothing in the first place.)
+    """
+    try:
+        condition.wait(timeout)
+    except BaseException:
+        if not lock._is_owned():
+            lock.acquire()
+        raise
+
+
+def _let_holder_finish(lock: Any) -> None:
     """Yields the GIL a few times while ``lock`` is held, before a ``with lock:``.
 
     A thread that blocks on a lock whose holder is waiting for the GIL is handed the lock by
@@ -131,8 +154,14 @@ def _let_holder_finish(lock: threading.Lock) -> None:
     element for as long as the producers run. Yielding first lets the holder release the
     lock in its own time slice. (The lock is still taken by ``with``, in C.)
     """
+    if _thread.get_ident() == _MAIN_THREAD_ID:
+        # The probe takes the lock for a moment: a Ctrl-C between its acquire and release
+        # would leave the lock held. Only the main thread gets Ctrl-C, and convoys are the
+        # runner threads' matter.
+        return
     for _ in range(_YIELDS_TO_HOLDER):
-        if not lock.locked():
+        if lock.acquire(False):  # free (the caller never holds it here)
+            lock.release()
             return
         time.sleep(0)
 
@@ -257,7 +286,8 @@ class QueueBase:
         self._check_lengths()
         self._name = name if name is not None else _unique_name(self._DEFAULT_NAME)
 
-        self._lock = threading.Lock()
+        # An RLock, for its C-level owner (see wait_holding); never taken twice by a thread.
+        self._lock = threading.RLock()
         # Announces that an element arrived, or that the queue closed or aborted.
         self._not_empty = threading.Condition(self._lock)
         # Announces that room appeared, or that pending enqueues are cancelled.
@@ -762,13 +792,13 @@ class QueueBase:
                 # Registered before taking staged elements: an op that stages one later sees
                 # the need and puts it (see _add_stage).
                 if not (self._stages and self._take_staged(need)):
-                    condition.wait(remaining)
+                    wait_holding(condition, self._lock, remaining)
             finally:
                 self._needs.remove(need)
         else:
             self._room_needs.append(room)
             try:
-                condition.wait(remaining)
+                wait_holding(condition, self._lock, remaining)
             finally:
                 self._room_needs.remove(room)
         waited = time.monotonic() - now

@@ -11,6 +11,7 @@ that catches it), so none can escape into pytest.
 """
 
 import _thread
+import inspect
 import signal
 import sys
 import threading
@@ -74,6 +75,12 @@ class _Storm:
         self._thread.join()
 
 
+def lock_is_free(lock):
+    """True when no thread holds ``lock`` (a queue's RLock). Read from its repr: taking the
+    lock to find out could itself be interrupted between the acquire and the release."""
+    return repr(lock).startswith("<unlocked")
+
+
 @pytest.mark.parametrize("how", ["interrupt_main", "raise_signal"])
 @pytest.mark.parametrize("op", ["enqueue_dequeue", "blocking_dequeue", "enqueue_many_dequeue_many"])
 def test_an_interrupt_anywhere_in_a_queue_call_leaves_the_queue_usable(how, op):
@@ -87,7 +94,7 @@ def test_an_interrupt_anywhere_in_a_queue_call_leaves_the_queue_usable(how, op):
         try:
             while True:  # left only by an interrupt
                 # Nobody else uses q: a held lock here can only be one an interrupt leaked.
-                assert not q._lock.locked(), f"the queue lock leaked after {caught} interrupts"
+                assert lock_is_free(q._lock), f"the queue lock leaked after {caught} interrupts"
                 storm.arm()
                 calls += 1
                 if q.size() > 2:  # elements left behind by interrupted calls: make room
@@ -140,7 +147,7 @@ def test_an_interrupt_anywhere_in_a_batches_dequeue_leaves_it_usable(how):
         while caught < INTERRUPTS:
             try:
                 while True:  # left only by an interrupt
-                    assert not batches.queue._lock.locked(), \
+                    assert not batches.queue._lock._is_owned(), \
                         f"the batch queue's lock leaked after {caught} interrupts"
                     storm.arm()
                     assert batches.dequeue(timeout=30.0).tolist() == [1, 1]
@@ -228,3 +235,49 @@ def test_an_interrupt_while_batches_starts_its_threads_stops_them(monkeypatch):
             thread.join(2.0)
     alive = [t.name for t in threading.enumerate() if t.name.startswith("queuepipe/")]
     assert alive == [], "Batches left its runner threads blocked on a full queue"
+
+
+def _interrupt_in_condition_waits_finally():
+    """A trace that raises KeyboardInterrupt on the first line of ``Condition.wait``'s
+    ``finally`` (where it takes the lock back): where a real SIGINT once landed."""
+    lines, first = inspect.getsourcelines(threading.Condition.wait)
+    target = first + next(i for i, line in enumerate(lines) if "_acquire_restore" in line)
+    fired = []
+
+    def local(frame, event, arg):
+        if event == "line" and frame.f_lineno == target and not fired:
+            fired.append(target)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code is threading.Condition.wait.__code__ else None
+
+    return tracer, fired
+
+
+@pytest.mark.parametrize("wait", ["dequeue", "enqueue", "batches"])
+def test_an_interrupt_inside_condition_waits_own_finally_keeps_the_lock(wait):
+    q = qp.FIFOQueue(1, [qp.int64], shapes=[[]])
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        batches = qp.train.batch(lambda: 1, batch_size=2)  # never started: waits for its queue
+    lock = batches.queue._lock if wait == "batches" else q._lock
+    if wait == "enqueue":
+        q.enqueue(0)  # full: the next enqueue waits
+    call = {"dequeue": lambda: q.dequeue(timeout=0.05),
+            "enqueue": lambda: q.enqueue(1, timeout=0.05),
+            "batches": lambda: batches.queue.dequeue(timeout=0.05)}[wait]
+    tracer, fired = _interrupt_in_condition_waits_finally()
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # not RuntimeError: release unlocked lock
+            call()
+    finally:
+        sys.settrace(previous)
+    assert fired and lock_is_free(lock)
+    if wait == "enqueue":
+        assert q.dequeue(timeout=1) == 0
+    q.enqueue(5, timeout=1)  # the queue still works
+    assert q.dequeue(timeout=1) == 5
