@@ -222,28 +222,36 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
             isinstance(r, _BYTES) for part in parts for r in part)
         few = total < _PARALLEL_FROM  # starting worker processes would cost more than it saves
         processes = 1 if serialized or few else min(num_shards, os.cpu_count() or 1)
-    with _progress_bar(progress, total, f"write_shards {prefix}") as bar:
-        advance = bar.update if bar is not None else (lambda n: None)
-        if processes == 1 or num_shards == 1:
-            for task in tasks:
-                advance(_write_shard_task(task))
-            return paths
-        # Futures rather than a multiprocessing.Pool: a worker that dies (killed, out of
-        # memory) fails its shards with BrokenProcessPool instead of hanging the call.
-        with ProcessPoolExecutor(min(processes, num_shards),
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(_write_shard_task, task): task[0] for task in tasks}
-            failures = []
-            for future in as_completed(futures):  # every shard ends before any error is raised
-                if future.exception() is None:
-                    advance(future.result())
-                else:
-                    failures.append(futures[future])
-        for path in failures:
-            _remove_temporaries(path)  # what a worker that died could not clean up
-        for future in futures:
-            future.result()  # raises the first shard's error, if any
+    try:
+        with _progress_bar(progress, total, f"write_shards {prefix}") as bar:
+            advance = bar.update if bar is not None else (lambda n: None)
+            if processes == 1 or num_shards == 1:
+                for task in tasks:
+                    advance(_write_shard_task(task))
+                return paths
+            _write_in_processes(tasks, min(processes, num_shards), advance)
+    except BaseException:
+        # A failed shard, a worker that died, or Ctrl-C (which reaches the workers too, and
+        # may stop one before its own clean-up): once every worker has ended, no temporary
+        # file of any shard may stay behind (they can be as large as a whole shard).
+        for path in paths:
+            _remove_temporaries(path)
+        raise
     return paths
+
+
+def _write_in_processes(tasks: List[Tuple], processes: int, advance: Any) -> None:
+    """Writes the shards of ``tasks`` in worker processes; raises the first shard's error
+    once every shard has ended (the pool's exit waits for its workers, also on Ctrl-C)."""
+    # Futures rather than a multiprocessing.Pool: a worker that dies (killed, out of
+    # memory) fails its shards with BrokenProcessPool instead of hanging the call.
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_write_shard_task, task) for task in tasks]
+        for future in as_completed(futures):  # every shard ends before any error is raised
+            if future.exception() is None:
+                advance(future.result())
+    for future in futures:
+        future.result()  # raises the first shard's error, if any
 
 
 def index_mismatch(entries: np.ndarray, size: int) -> Optional[str]:

@@ -2,11 +2,14 @@
 
 import errno
 import os
+import signal
+import subprocess
 import sys
 from collections import Counter
 
 import numpy as np
 import pytest
+from helpers import wait_until
 
 import queuepipe as qp
 from queuepipe.errors import NotFoundError
@@ -163,6 +166,41 @@ def test_an_error_in_a_worker_reaches_the_caller_and_other_shards_finish(tmp_pat
     assert sorted(os.listdir(tmp_path)) == [
         "shard-00000-of-00003.tfrecord", "shard-00000-of-00003.tfrecord.index",
         "shard-00002-of-00003.tfrecord", "shard-00002-of-00003.tfrecord.index"]
+
+
+_WRITER = """
+import sys
+import queuepipe as qp
+
+if __name__ == "__main__":
+    # dict rows: the workers make the Examples, so the shards are written for a while
+    rows = {"blob": [bytes(16384)] * 8000, "label": list(range(8000))}
+    qp.write_shards(rows, sys.argv[1], 2, processes=2, progress=False)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="needs process groups")
+def test_ctrl_c_to_the_process_group_leaves_no_temporary_file(tmp_path):
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    out = tmp_path / "out"
+    writer = subprocess.Popen([sys.executable, str(script), str(out)], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def writing():
+            assert writer.poll() is None, "the shards were written before any Ctrl-C"
+            return out.is_dir() and any(
+                name.endswith(".tmp") and os.path.getsize(out / name) > (1 << 20)
+                for name in os.listdir(out))
+
+        wait_until(writing, "a worker was writing a shard", timeout=60)
+        os.killpg(writer.pid, signal.SIGINT)  # as Ctrl-C in a terminal: parent and workers
+        assert writer.wait(timeout=60) != 0
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+            writer.wait()
+    assert_nothing_temporary(out)
 
 
 def test_argument_errors(tmp_path):
