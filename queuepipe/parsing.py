@@ -708,7 +708,10 @@ def _compile_single(data, features):
     It is generated as one expression per check and per value, as ``collections.namedtuple``
     generates its class: a per-record call then runs no loops over checks and readers (about
     half the time of a loop over them). Only positions and names made here enter the source;
-    the template's bytes and the feature keys are passed in as values.
+    the template's bytes and the feature keys are passed in as values. The source stays small
+    whatever the record: past ``_MAX_INLINE_CHECKS`` checks (a long int64 list has one per
+    varint byte) the check is one NumPy comparison, and long int64 values are decoded
+    by NumPy too, so that a record costs time and memory of the order of its size.
     """
     if any(feature.kind != _FIXED for feature in features):
         return _no_parser
@@ -723,13 +726,19 @@ def _compile_single(data, features):
         if values.list_name == "float_list" and values.count and \
                 values.float_columns[-1] - values.float_columns[0] != 4 * values.count - 1:
             return _no_parser  # unpacked floats: protobuf gathers them
-    runs, bits = layout.record_checks()
     namespace = {"_SMALL_INT64": _SMALL_INT64}
     checks = []
-    for i, (start, stop, expected) in enumerate(runs):
-        namespace[f"run{i}"] = expected
-        checks.append(f"data[{start}:{stop}] != run{i}")
-    checks += [f"data[{pos}] & 0x80 != {bit}" for pos, bit in bits]
+    inline = layout.checked_bytes <= _MAX_INLINE_BYTES
+    runs, bits = layout.record_checks() if inline else ((), ())
+    if not inline or len(runs) + len(bits) > _MAX_INLINE_CHECKS:
+        namespace["differs"] = lambda data: not layout.matches(
+            _frombuffer(data, np.uint8)[None])[0]
+        checks.append("differs(data)")
+    else:
+        for i, (start, stop, expected) in enumerate(runs):
+            namespace[f"run{i}"] = expected
+            checks.append(f"data[{start}:{stop}] != run{i}")
+        checks += [f"data[{pos}] & 0x80 != {bit}" for pos, bit in bits]
     outputs = []
     for i, feature in enumerate(features):
         namespace[f"key{i}"] = feature.key
@@ -756,6 +765,12 @@ def _value_source(feature, values, index, namespace):
     return f"read{index}(data)"
 
 
+# The most checks (runs of structure bytes, varint continuation bits) or int64 values that a
+# compiled one-record parser spells out in its generated source; past it, NumPy does them.
+_MAX_INLINE_CHECKS = 32
+# Templates with more structure bytes than this are checked by NumPy without listing them.
+_MAX_INLINE_BYTES = 512
+
 # np.int64 of the one-byte varints 0..127, made once: NumPy scalars are immutable.
 _SMALL_INT64 = tuple(np.int64(value) for value in range(128))
 
@@ -774,6 +789,8 @@ def _value_reader(feature, values):
         if not shape:
             start, size = varints[0]
             return lambda data: np.int64(_varint_int64(data, start, size))
+        if len(varints) > _MAX_INLINE_CHECKS:
+            return lambda data: values.decode(_frombuffer(data, np.uint8)[None])[0].reshape(shape)
         return lambda data: np.array([_varint_int64(data, start, size)
                                       for start, size in varints], dtype=np.int64).reshape(shape)
     start = values.float_columns[0] if values.count else 0

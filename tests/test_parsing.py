@@ -2,6 +2,7 @@
 
 import os
 import struct
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -658,3 +659,22 @@ def test_defaults_of_the_right_type_are_kept():
     assert qp.io.FixedLenFeature([], qp.float32, 2).default_value == 2
     assert qp.io.FixedLenFeature([2], qp.string, ["a", b"b"]).default_value == ["a", b"b"]
     assert qp.io.FixedLenFeature([2], qp.int64, np.array([1, 2])).default_value.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("count", [100_000])
+def test_long_int64_lists_parse_in_memory_of_the_order_of_the_record(count):
+    values = np.arange(count, dtype=np.int64) * 1_000_003 - 7  # varints of 1 to 10 bytes
+    spec = {"ids": qp.io.FixedLenFeature([count], qp.int64),
+            "label": qp.io.FixedLenFeature([], qp.int64)}
+    records = [make_example({"ids": values + i, "label": i}).SerializeToString()
+               for i in range(3)]
+    assert len({len(r) for r in records}) == 1  # one length: the second compiles a parser
+    tracemalloc.start()
+    try:
+        parsed = [qp.io.parse_single_example(r, spec) for r in records]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    for i, out in enumerate(parsed):
+        assert out["ids"].tolist() == (values + i).tolist() and out["label"] == i
+    assert peak < 100 * len(records[0]), f"peak {peak} bytes for records of {len(records[0])}"

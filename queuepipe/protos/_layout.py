@@ -128,6 +128,11 @@ class Layout:
         self._pins = pins
         self._expected = template[columns] & pins
 
+    @property
+    def checked_bytes(self):
+        """How many byte positions a record must share with the template."""
+        return len(self._columns)
+
     def matches(self, block):
         """Which rows of ``block`` (uint8 ``[rows, len(template)]``) share this layout."""
         return ((block[:, self._columns] & self._pins) == self._expected).all(axis=1)
