@@ -80,6 +80,10 @@ _KEEP_GIL_BYTES = 1 << 16
 # (or for all it has left to put) unless a dequeue waits too: see _refill_wanted.
 _REFILL_FRACTION = 16
 
+# The most elements a queue's first columns hold; they double as elements arrive, up to the
+# capacity (a capacity of 10**8 would otherwise allocate gigabytes before the first element).
+_INITIAL_ROWS = 1024
+
 # How often an enqueue yields the GIL while the queue's lock is held (_let_holder_finish).
 _YIELDS_TO_HOLDER = 4
 
@@ -307,7 +311,7 @@ class QueueBase:
         self._columns: Optional[List[np.ndarray]] = None  # allocated once dtypes are known
         # Returns an element's components when all are as stored (see _acceptance), else None.
         self._accept: Optional[Callable[[Any], Optional[List[Any]]]] = None
-        self._rows = 0  # rows allocated in each column (>= capacity)
+        self._rows = 0  # rows allocated in each column (grown up to capacity as needed)
         self._runners_added = 0
         self._runners_started = 0
         self._starvation_warned = False
@@ -486,8 +490,10 @@ class QueueBase:
 
     def _allocate(self, rows: Optional[int] = None) -> None:
         """Creates one column per component: ``(rows, *shape)`` when the shape is fully
-        defined, else a ``(rows,)`` object array holding each element's value."""
-        self._rows = rows or self._capacity
+        defined, else a ``(rows,)`` object array holding each element's value. The first
+        columns have room for ``_INITIAL_ROWS`` elements at most; :meth:`_grow` doubles them
+        as elements arrive, up to the capacity, so a large capacity costs nothing until used."""
+        self._rows = rows or min(self._capacity, _INITIAL_ROWS)
         self._columns = []
         for i, dtype in enumerate(self._dtypes):
             shape = self._dense_shape(i)
@@ -724,10 +730,10 @@ class QueueBase:
         raise NotImplementedError
 
     def _grow(self, needed: int, keep: Any) -> None:
-        """Reallocates the columns with at least ``needed`` rows, moving rows ``keep`` (a slice
-        or index array, in order) to the front."""
+        """Reallocates the columns with at least ``needed`` rows (twice as many, up to the
+        capacity), moving rows ``keep`` (a slice or index array, in order) to the front."""
         old = self._columns
-        self._allocate(max(2 * self._rows, needed))
+        self._allocate(max(min(2 * self._rows, self._capacity), needed))
         for column, previous in zip(self._columns, old):
             kept = previous[keep]
             column[:len(kept)] = kept
@@ -1287,11 +1293,19 @@ class FIFOQueue(QueueBase):
             else:  # wrapping around: a fancy index, copied by NumPy
                 column[index] = values
 
+    def _reserve(self, n: int) -> None:
+        """Grows the ring, unwrapped to start at row 0, unless ``n`` more elements fit."""
+        if self._count + n > self._rows:
+            self._grow(self._count + n, self._ring(self._head, self._count))
+            self._head = 0
+
     def _put(self, batch: List[np.ndarray], n: int) -> None:
+        self._reserve(n)
         self._write(self._ring(self._head + self._count, n), batch)
         self._count += n
 
     def _put_one(self, values: List[Any]) -> None:
+        self._reserve(1)
         row = (self._head + self._count) % self._rows
         for column, value in zip(self._columns, values):
             _assign(column, row, value)
@@ -1316,9 +1330,7 @@ class FIFOQueue(QueueBase):
         return out
 
     def _put_back(self, batch: List[np.ndarray], n: int) -> None:
-        if self._count + n > self._rows:
-            self._grow(self._count + n, self._ring(self._head, self._count))
-            self._head = 0
+        self._reserve(n)
         self._head = (self._head - n) % self._rows
         self._write(self._ring(self._head, n), batch)
         self._count += n
@@ -1394,9 +1406,14 @@ class RandomShuffleQueue(QueueBase):
         added = np.arange(known, self._rows)
         self._slots = added if self._slots is None else np.concatenate([self._slots, added])
 
-    def _put(self, batch: List[np.ndarray], n: int) -> None:
-        if self._count + n > self._rows:  # only elements put back by a failed dequeue
+    def _reserve(self, n: int) -> None:
+        """Grows the columns (every row kept: the slots point into them) unless ``n`` more
+        elements fit."""
+        if self._count + n > self._rows:
             self._grow(self._count + n, slice(0, self._rows))
+
+    def _put(self, batch: List[np.ndarray], n: int) -> None:
+        self._reserve(n)
         rows = self._slots[self._count:self._count + n]
         for column, values in zip(self._columns, batch):
             column[rows] = values
@@ -1406,6 +1423,7 @@ class RandomShuffleQueue(QueueBase):
     _put_back = _put  # order means nothing here
 
     def _put_one(self, values: List[Any]) -> None:
+        self._reserve(1)
         row = int(self._slots[self._count])
         for column, value in zip(self._columns, values):
             _assign(column, row, value)
@@ -1578,7 +1596,8 @@ class PriorityQueue(QueueBase):
         return len(self._heap)
 
     def _claim(self, n: int) -> np.ndarray:
-        """``n`` free rows, growing the storage when elements are put back over capacity."""
+        """``n`` free rows, growing the storage when they run out (as elements arrive, or
+        when elements are put back over capacity)."""
         if len(self._free) < n:
             old = self._rows
             self._grow(old + n, slice(0, old))

@@ -7,6 +7,7 @@ The generic tests run against every queue kind through ``make``: a queue of int6
 import copy
 import re
 import threading
+import tracemalloc
 import warnings
 from collections import Counter
 
@@ -1039,3 +1040,47 @@ def test_blocked_dequeues_that_need_different_sizes_each_wake_when_theirs_is_the
     q.enqueue_many(np.array([3, 4], dtype=np.int64))
     assert in_order(kind, many.finish().result, [2, 3, 4])
     assert q.size() == 0
+
+
+# -- storage grows as elements arrive --------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda: qp.FIFOQueue(10**8, [qp.float64, qp.int64], shapes=[[], [3]]),
+    lambda: qp.RandomShuffleQueue(10**8, 10, [qp.float64, qp.int64], shapes=[[], [3]], seed=0),
+    lambda: qp.PriorityQueue(10**8, [qp.float64], shapes=[[]]),
+])
+def test_a_huge_capacity_costs_nothing_before_it_is_used(make):
+    tracemalloc.start()
+    try:
+        q = make()
+        q.enqueue_many(tuple(np.zeros((4,) + s, dtype) if dtype != np.int64 or s else
+                             np.arange(4) for dtype, s in zip(q.dtypes, q.shapes)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert q.size() == 4 and peak < (1 << 20), f"{peak} bytes for 4 elements"
+
+
+def test_a_fifo_keeps_its_order_while_it_grows_wrapped_around():
+    q = qp.FIFOQueue(5000, [qp.int64], shapes=[[]])
+    q.enqueue_many([np.arange(1000)])
+    assert q.dequeue_many(600).tolist() == list(range(600))  # the ring's head moved
+    q.enqueue_many([np.arange(1000, 2000)])  # wraps around the first columns, then grows
+    for i in range(2000, 2300):
+        q.enqueue(i)
+    assert q.dequeue_many(q.size()).tolist() == list(range(600, 2300))
+
+
+def test_shuffle_and_priority_queues_keep_every_element_while_they_grow():
+    shuffle = qp.RandomShuffleQueue(6000, 0, [qp.int64], shapes=[[]], seed=3)
+    priority = qp.PriorityQueue(6000, [qp.int64], shapes=[[]])
+    for start in range(0, 5000, 700):
+        stop = min(start + 700, 5000)
+        shuffle.enqueue_many([np.arange(start, stop)])
+        priority.enqueue_many([np.arange(stop, start, -1), np.arange(start, stop)])
+        shuffle.enqueue(-start - 1)
+    assert Counter(shuffle.dequeue_many(shuffle.size()).tolist()) == Counter(
+        list(range(5000)) + [-s - 1 for s in range(0, 5000, 700)])
+    priorities, values = priority.dequeue_many(5000)
+    assert priorities.tolist() == list(range(1, 5001))
