@@ -2,6 +2,8 @@
 
 import gc
 import os
+import subprocess
+import sys
 import threading
 from collections import Counter
 
@@ -784,6 +786,30 @@ def test_abandoned_batches_stop_their_threads_and_say_so():
             consume_a_little()
             gc.collect()
     assert threading.active_count() == before
+
+
+_ABANDONED_AT_EXIT = """
+import atexit
+import threading
+
+# Registered first, so it runs last: after the finalizers' own exit hook.
+atexit.register(lambda: print("threads left:", sorted(t.name for t in threading.enumerate()
+                                                     if t.name.startswith("queuepipe/"))))
+import queuepipe as qp
+
+batches = qp.train.batch(qp.train.slice_input_producer([list(range(10))]), 2, num_threads=2)
+next(batches)  # the runners run; the script ends without close()
+"""
+
+
+def test_batches_alive_at_exit_stop_their_threads_and_say_so(tmp_path):
+    script = tmp_path / "abandon.py"
+    script.write_text(_ABANDONED_AT_EXIT)
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(script)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "were not closed" in done.stderr
+    assert "threads left: []" in done.stdout
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
