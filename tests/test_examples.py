@@ -75,10 +75,12 @@ def test_demo_reads_idx_files(idx_dir):
 
 @pytest.mark.parametrize("with_idx", [False, True])
 def test_fashion_mnist_pipeline_trains_from_shuffle_batch(idx_dir, with_idx):
-    args = ["--train-size", "600", "--test-size", "200", "--epochs", "2"]
+    # 6 epochs: after 2 (19 steps) the accuracy of the synthetic set still ranged from 0.49
+    # to 0.90 with the batch order of 2 threads; after 6 it was 0.98 to 1.0 in 8 runs.
+    args = ["--train-size", "600", "--test-size", "200", "--epochs", "6"]
     out = run("fashion_mnist_pipeline.py", *args, *(["--idx-dir", idx_dir] if with_idx else []))
     assert "wrote 600 training and 200 test Examples" in out
-    assert "1200 examples, 2 epochs" in out
+    assert "3600 examples, 6 epochs" in out
     assert number_after("test accuracy", out) > 0.6
 
 
