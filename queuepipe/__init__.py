@@ -45,8 +45,8 @@ _LAZY = table_of({
     "queuepipe.shards": ["write_shards"],
     "queuepipe.monitor": ["QueueMonitor"],
 })
-_SUBMODULES = ("train", "io", "python_io", "dtypes", "queues", "coordinator", "runner",
-               "producers", "records", "readers", "protos", "parsing", "batching",
+_SUBMODULES = ("train", "io", "python_io", "dtypes", "sparse", "queues", "coordinator",
+               "runner", "producers", "records", "readers", "protos", "parsing", "batching",
                "shards", "remote", "distributed", "monitor", "integrations")
 
 __getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)

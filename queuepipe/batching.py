@@ -40,6 +40,11 @@ How it differs from TF:
 * The structure of a batch is the structure of the element, also for one component: a
   producer returning ``(x,)`` gives batches ``(xs,)``, one returning ``x`` gives ``xs`` (TF
   unwrapped one-element lists).
+* A component may be a :class:`~queuepipe.sparse.SparseValue` (a ``VarLenFeature``'s
+  parse): a batch holds one SparseValue for it, with a leading batch column in ``indices``
+  and ``dense_shape`` ``[batch, largest extent of each dimension]``, as TF's SparseTensor
+  batching gives; with ``enqueue_many`` a batched SparseValue is split along its first index
+  column.
 * A producer's exception reaches the consumer: the batch that would have followed raises a copy
   of it, chained to the original.
 """
@@ -58,16 +63,18 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 import numpy as np
 
 from queuepipe import dtypes as _dtypes
+from queuepipe import sparse
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgumentError, \
     NotFoundError, OutOfRangeError
-from queuepipe.parsing import FixedLenFeature, parse_example
+from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
 from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
     _ArrivalPoolShuffleQueue, _unique_name, wait_holding
 from queuepipe.readers import ReaderBase, TFRecordReader
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
     start_queue_runners
+from queuepipe.sparse import SparseValue
 
 __all__ = ["Batches", "batch", "shuffle_batch", "batch_join", "shuffle_batch_join",
            "maybe_batch", "maybe_shuffle_batch", "maybe_batch_join", "maybe_shuffle_batch_join",
@@ -181,12 +188,14 @@ class _Structure:
             with self._lock:
                 if self._kind is None:
                     self._kind = self._kind_of(element)
-        if isinstance(element, (tuple, list)):
+        if isinstance(element, (tuple, list)) and not isinstance(element, SparseValue):
             return element[0] if len(element) == 1 else tuple(element)
         return element
 
     @staticmethod
     def _kind_of(element: Any) -> type:
+        if isinstance(element, SparseValue):  # a value, though a namedtuple
+            return object
         if isinstance(element, Mapping):
             kind: type = dict
         elif isinstance(element, list):
@@ -211,7 +220,10 @@ class _Structure:
 
 
 def _dtype_of(value: Any) -> np.dtype:
-    """The queue dtype for a component: queuepipe's string dtype for bytes and str."""
+    """The queue dtype for a component: queuepipe's string dtype for bytes and str, the
+    values' dtype for a SparseValue."""
+    if isinstance(value, SparseValue):
+        return _dtype_of(value.values)
     if isinstance(value, (bytes, str)):
         return _dtypes.string
     arr = np.asarray(value)
@@ -222,6 +234,8 @@ def _select(value: Any, mask: np.ndarray) -> Any:
     """The elements of one batched component where ``mask`` is true."""
     if isinstance(value, np.ndarray):
         return value[mask]
+    if isinstance(value, SparseValue):
+        return sparse.select(value, mask)
     return [item for item, keep in zip(value, mask) if keep]
 
 
@@ -265,7 +279,7 @@ class _DeferredQueue:
         or more components, or the value of the only one (which may be a list)."""
         if isinstance(vals, Mapping):
             return list(vals.values()), list(vals)
-        if isinstance(vals, tuple):
+        if isinstance(vals, tuple) and not isinstance(vals, SparseValue):
             return list(vals), None
         return [vals], None
 
@@ -293,6 +307,9 @@ class _DeferredQueue:
         shapes = []
         for i, value in enumerate(components):
             label = repr(names[i]) if names is not None else str(i)
+            if isinstance(value, SparseValue):  # kept per element, batched as one SparseValue
+                shapes.append([None])
+                continue
             try:
                 shape = np.shape(value)
             except ValueError as e:
@@ -525,8 +542,9 @@ class _EnqueueOp:
     @staticmethod
     def _filter(vals: Any, mask: np.ndarray) -> Any:
         """The elements of a batch where ``mask`` is true."""
-        lengths = {len(v) for v in (vals.values() if isinstance(vals, Mapping) else
-                                    vals if isinstance(vals, tuple) else [vals])}
+        lengths = {sparse.batch_size(v) if isinstance(v, SparseValue) else len(v)
+                   for v in (vals.values() if isinstance(vals, Mapping) else
+                             vals if isinstance(vals, tuple) else [vals])}
         if lengths != {len(mask)}:
             raise InvalidArgumentError(
                 f"`keep_input` has {len(mask)} entries but the batch has "
@@ -1128,8 +1146,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
       file_pattern: a glob pattern, a list of patterns or paths (globbed now: files that
         appear later are not read).
       batch_size: the number of records per batch.
-      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (dense features
-        only: each record becomes one row of every queue column).
+      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (each record
+        becomes one row of the feature's queue column) or
+        :class:`~queuepipe.parsing.VarLenFeature` (each record's values are kept as one
+        SparseValue, and a batch holds them as one batched SparseValue).
       reader: a zero-argument callable making a reader (a reader class, or a
         ``functools.partial`` of one with its options).
       randomize_input: shuffle the file order each epoch and the records through a
@@ -1154,8 +1174,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
 
     Raises:
       NotFoundError: no file matches ``file_pattern``.
-      InvalidArgumentError: a size or count is not a positive integer, or a feature is not a
-        FixedLenFeature and no ``parse_fn`` is given.
+      InvalidArgumentError: a size or count is not a positive integer, or a feature is a
+        FixedLenSequenceFeature and no ``parse_fn`` is given.
       Exception: (from the batches, chained) a damaged file's ``DataLossError``, a record's
         parse ``InvalidArgumentError`` naming its key ``b"<file>:<offset>"``.
     """
@@ -1167,11 +1187,11 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                                     else read_batch_size, "read_batch_size")
     if parse_fn is None:
         for key, spec in features.items():
-            if not isinstance(spec, FixedLenFeature):
+            if not isinstance(spec, (FixedLenFeature, VarLenFeature)):
                 raise InvalidArgumentError(
-                    f"read_batch_features queues dense rows: feature {key!r} is a "
-                    f"{type(spec).__name__}; use a FixedLenFeature, or a parse_fn that turns it "
-                    f"into fixed-shape arrays")
+                    f"read_batch_features queues rows of a fixed shape or SparseValues: "
+                    f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
+                    f"VarLenFeature, or a parse_fn that returns such rows")
 
         def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
             return parse_example(serialized, features, example_names=keys)

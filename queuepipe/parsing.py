@@ -38,6 +38,7 @@ import numpy as np
 from queuepipe import dtypes as _dtypes
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.protos import _layout
+from queuepipe.sparse import SparseValue
 
 __all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseValue",
            "parse_single_example", "parse_example", "parse_single_sequence_example",
@@ -171,18 +172,6 @@ class FixedLenSequenceFeature(collections.namedtuple(
         _spec_dtype(dtype, "FixedLenSequenceFeature")
         _check_default(default_value, dtype, "FixedLenSequenceFeature")
         return super().__new__(cls, shape, dtype, allow_missing, default_value)
-
-
-class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
-    """A sparse array, as TF's ``SparseTensorValue``: what a :class:`VarLenFeature` parses to.
-
-    Attributes:
-      indices: int64 ``[N, rank]``, the index of each value, in row-major order.
-      values: ``[N]``, the values.
-      dense_shape: int64 ``[rank]``: the batch size (if batched) and the longest row.
-    """
-
-    __slots__ = ()
 
 
 # --- Normalized specs -----------------------------------------------------------------------

@@ -49,9 +49,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from queuepipe import dtypes as _dtypes
+from queuepipe import sparse
 from queuepipe.errors import (
     CancelledError, DeadlineExceededError, InvalidArgumentError, OutOfRangeError,
 )
+from queuepipe.sparse import SparseValue
 
 __all__ = [
     "STARVATION_WARNING_SECS",
@@ -225,7 +227,10 @@ def _as_dtype_list(dtypes: Any) -> Optional[List[np.dtype]]:
 
 
 def _infer_dtype(value: Any) -> np.dtype:
-    """The dtype of a first element's component, for a queue built with ``dtypes=None``."""
+    """The dtype of a first element's component, for a queue built with ``dtypes=None``
+    (of its values, for a SparseValue)."""
+    if isinstance(value, SparseValue):
+        return _infer_dtype(value.values)
     if isinstance(value, (bytes, str, np.bytes_, np.str_)):
         return _dtypes.string
     arr = np.asarray(value)
@@ -309,6 +314,9 @@ class QueueBase:
         self._cancelled = False
         self._abort_exc: Optional[BaseException] = None
         self._columns: Optional[List[np.ndarray]] = None  # allocated once dtypes are known
+        # Per component: True when it holds SparseValues, False when dense, None until the
+        # first value of a component without a fixed shape says (see _is_sparse).
+        self._sparse: List[Optional[bool]] = []
         # Returns an element's components when all are as stored (see _acceptance), else None.
         self._accept: Optional[Callable[[Any], Optional[List[Any]]]] = None
         self._rows = 0  # rows allocated in each column (grown up to capacity as needed)
@@ -435,7 +443,7 @@ class QueueBase:
         count = self._num_components()
         if count == 1:
             return [self._unwrap_single(vals, batched)]
-        if not isinstance(vals, (list, tuple)):
+        if not isinstance(vals, (list, tuple)) or isinstance(vals, SparseValue):
             if count is None:
                 return [vals]
             raise InvalidArgumentError(
@@ -452,7 +460,7 @@ class QueueBase:
         ``[x]`` is unwrapped unless it is itself a value of the declared rank (so ``[5]`` on a
         queue of shape ``[1]`` is the value ``[5]``).
         """
-        if not isinstance(vals, (list, tuple)) or len(vals) != 1:
+        if not isinstance(vals, (list, tuple)) or len(vals) != 1 or isinstance(vals, SparseValue):
             return vals
         shape = self._shapes[0] if self._shapes is not None else None
         if shape is None:
@@ -487,6 +495,30 @@ class QueueBase:
                 raise InvalidArgumentError(
                     f"Queue '{self._name}' has {len(self._dtypes)} components, got "
                     f"{len(components)} values")
+
+    def _is_sparse(self, i: int, value: Any) -> bool:
+        """Whether component ``i`` holds SparseValues: fixed by its first value (always dense
+        with a fully defined shape). Raises InvalidArgumentError, naming the component, for a
+        value of the other kind."""
+        if not self._sparse:
+            with self._lock:
+                if not self._sparse:
+                    self._sparse = [False if self._dense_shape(j) is not None else None
+                                    for j in range(len(self._dtypes))]
+        kind = self._sparse[i]
+        given = isinstance(value, SparseValue)
+        if kind is None:
+            with self._lock:
+                if self._sparse[i] is None:
+                    self._sparse[i] = given
+                kind = self._sparse[i]
+        if kind != given:
+            raise InvalidArgumentError(
+                f"Queue '{self._name}' component {self._label(i)} holds "
+                f"{'SparseValues' if kind else 'dense values'}"
+                f"{'' if kind or self._dense_shape(i) is None else ' of a fixed shape'}: got "
+                f"{'a SparseValue' if given else _short(value)}")
+        return kind
 
     def _allocate(self, rows: Optional[int] = None) -> None:
         """Creates one column per component: ``(rows, *shape)`` when the shape is fully
@@ -573,6 +605,15 @@ class QueueBase:
                 and (value.shape[1:] if batched and value.ndim else
                      None if batched else value.shape) == declared:
             return value  # the common case, as fast as it can be: nothing to convert
+        if (declared is None or None in declared or isinstance(value, SparseValue)) \
+                and self._is_sparse(i, value):
+            what = f"Queue '{self._name}' component {self._label(i)}"
+            value = sparse.as_sparse(value, dtype, what)
+            if not batched:
+                return value
+            out = np.empty(sparse.batch_size(value), dtype=object)
+            out[:] = sparse.split(value, what)
+            return out
         if isinstance(value, np.generic) and value.dtype == dtype and declared == () \
                 and not batched and dtype.kind != "O":
             return value  # a NumPy scalar of the right dtype, as parsers return them
@@ -674,7 +715,10 @@ class QueueBase:
         """A batch as read from the columns, with unknown-shape components stacked."""
         out = []
         for i, column in enumerate(raw):
-            if self._dense_shape(i) is None:
+            if self._sparse and self._sparse[i]:
+                column = sparse.stack(column, self._dtypes[i],
+                                      f"Queue '{self._name}' component {self._label(i)}")
+            elif self._dense_shape(i) is None:
                 column = self._stack(i, column)
             out.append(column)
         return out

@@ -69,12 +69,14 @@ class QueueRunner:
 
     Exception handling:
 
-    Any other exception ``e`` in an enqueue op (any ``BaseException``, ``SystemExit`` included) ends its thread and is not lost: it is appended
-    to :attr:`exceptions_raised`, logged, passed to ``coord.request_stop(e)`` (so every thread of
-    the pipeline stops and ``coord.join()`` re-raises it), and given to ``queue.abort(e)``: the
-    queue is closed with its pending enqueues cancelled, and a consumer's dequeue, once the
-    queue is drained, raises a copy of ``e`` chained to it instead of a bare "closed". A custom
-    ``cancel_op`` runs as well.
+    Any other exception ``e`` in an enqueue op (any ``BaseException``, ``SystemExit``
+    included) ends its thread and is not lost: it is appended to :attr:`exceptions_raised`,
+    passed to ``coord.request_stop(e)`` (so every thread of the pipeline stops and
+    ``coord.join()`` re-raises it), and given to ``queue.abort(e)``: the queue is closed with its
+    pending enqueues cancelled, and a consumer's dequeue, once the queue is drained, raises a
+    copy of ``e`` chained to it instead of a bare "closed". It is logged at debug level only:
+    the consumer's exception is where the user sees it, once. A custom ``cancel_op`` runs as
+    well.
 
     Stopping:
 
@@ -211,7 +213,9 @@ class QueueRunner:
         ended the thread silently, a consumer would wait forever on a queue nobody fills."""
         with self._lock:
             self._exceptions_raised.append(e)
-        _log.error("Exception in QueueRunner of queue '%s': %s: %s", self.name,
+        # At debug level: the error reaches the user once, as the consumer's exception (and
+        # coord.join's); an error log per failing thread repeated it.
+        _log.debug("Exception in QueueRunner of queue '%s': %s: %s", self.name,
                    type(e).__name__, e, exc_info=e)
         if coord is not None and not coord.joined:
             coord.request_stop(e)

@@ -1,6 +1,7 @@
 """Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
 
 import gc
+import logging
 import os
 import subprocess
 import sys
@@ -191,12 +192,14 @@ def test_read_batch_features_takes_any_reader_with_read_up_to(shards, parse_fn):
     assert made[0].calls >= 120 // 7
 
 
-def test_read_batch_features_rejects_a_missing_pattern_and_sparse_features(tmp_path):
+def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):
     with pytest.raises(NotFoundError, match=r"^read_batch_features: no file matches '.*nope"):
         read_batch_features(str(tmp_path / "nope-*.tfrecord"), 4, FEATURES)
-    with pytest.raises(InvalidArgumentError, match=r"^read_batch_features queues dense rows: "
-                                                   r"feature 'tags' is a VarLenFeature"):
-        read_batch_features(str(tmp_path / "*"), 4, {"tags": VarLenFeature(qp.int64)})
+    with pytest.raises(InvalidArgumentError, match=r"^read_batch_features queues rows of a "
+                                                   r"fixed shape or SparseValues: feature 'tags' "
+                                                   r"is a FixedLenSequenceFeature"):
+        read_batch_features(str(tmp_path / "*"), 4, {"tags": qp.io.FixedLenSequenceFeature(
+            [], qp.int64, allow_missing=True)})
 
 
 def test_read_batch_features_endless_by_default(shards):
@@ -828,3 +831,176 @@ def test_batches_used_in_a_forked_child_raise_instead_of_hanging():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     batches.close()
+
+
+# -- SparseValue components, as TF batches SparseTensors (input_test.py's BatchTest) --------
+
+
+def counting(limit, sparse_of):
+    """A thread-safe producer of ``[c, sparse_of(c), b"string"]`` for c in 0..limit-1."""
+    numbers = iter(range(limit))
+    lock = threading.Lock()
+
+    def produce():
+        with lock:
+            c = next(numbers, None)
+        if c is None:
+            raise OutOfRangeError("counted to the limit")
+        return [np.int64(c), sparse_of(c), b"string"]
+
+    return produce
+
+
+def two_values(c):
+    """TF's sparse_counter of two values: [c, -c] at indices [0] and [1], dense_shape [2]."""
+    return qp.SparseValue([[0], [1]], np.array([c, -c], np.float32), [2])
+
+
+def one_value(c):
+    return qp.SparseValue([[0]], np.array([c], np.float32), [1])
+
+
+@pytest.mark.parametrize("use_dict", [False, True])
+def test_sparse_components_batch_as_tf_does(use_dict):
+    produce = counting(30, two_values)
+    if use_dict:
+        def as_dict():
+            c, s, string = produce()
+            return {"c": c, "s": s, "S": string}
+        batches = batch(as_dict, 10)
+    else:
+        batches = batch(produce, 10)
+    for i in range(3):
+        got = next(batches)
+        counts, sparse, strings = (got["c"], got["s"], got["S"]) if use_dict else got
+        assert counts.tolist() == list(range(10 * i, 10 * i + 10))
+        assert sparse.indices.tolist() == np.vstack(
+            (np.arange(20) // 2, [0, 1] * 10)).T.tolist()
+        expected = np.arange(20 * i, 20 * i + 20) // 2 * ([1, -1] * 10)
+        assert sparse.values.tolist() == expected.tolist() and sparse.values.dtype == np.float32
+        assert sparse.dense_shape.tolist() == [10, 2]
+        assert strings.tolist() == [b"string"] * 10
+    with pytest.raises(StopIteration):
+        next(batches)
+
+
+def test_a_lone_sparse_component_is_one_batched_sparse_value():
+    produce = counting(4, one_value)
+    batches = batch(lambda: produce()[1], 2)
+    first, second = list(batches)
+    assert isinstance(first, qp.SparseValue)
+    assert first.indices.tolist() == [[0, 0], [1, 0]] and second.values.tolist() == [2, 3]
+
+
+def test_enqueue_many_splits_a_batched_sparse_value_along_its_first_index_column():
+    pre = batch(counting(30, one_value), 2)
+    batches = batch(lambda: tuple(pre.dequeue()), 10, enqueue_many=True)
+    for i in range(3):
+        counts, sparse, strings = next(batches)
+        assert counts.tolist() == list(range(10 * i, 10 * i + 10))
+        assert sparse.indices.tolist() == [[j, 0] for j in range(10)]
+        assert sparse.values.tolist() == counts.tolist()
+        assert sparse.dense_shape.tolist() == [10, 1]
+        assert strings.tolist() == [b"string"] * 10
+    with pytest.raises(StopIteration):
+        next(batches)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_sparse_values_stay_with_their_element_through_many_threads(threads, shuffle):
+    produce = counting(35, one_value)
+    if shuffle:
+        batches = shuffle_batch(produce, 10, capacity=20, min_after_dequeue=5,
+                                num_threads=threads, seed=1, allow_smaller_final_batch=True)
+    else:
+        batches = batch(produce, 10, num_threads=threads, allow_smaller_final_batch=True)
+    seen = []
+    for counts, sparse, _ in batches:
+        assert sparse.values.tolist() == counts.tolist()  # each value beside its counter
+        assert sparse.indices.tolist() == [[j, 0] for j in range(len(counts))]
+        assert sparse.dense_shape.tolist() == [len(counts), 1]
+        seen.extend(counts.tolist())
+    assert Counter(seen) == Counter(range(35))
+    assert len(seen) == 35
+
+
+def test_the_smaller_final_batch_has_its_own_dense_shape():
+    sizes = [(len(c), s.dense_shape.tolist()) for c, s, _ in
+             batch(counting(35, two_values), 10, allow_smaller_final_batch=True)]
+    assert sizes == [(10, [10, 2])] * 3 + [(5, [5, 2])]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_joins_batch_sparse_values_from_every_producer(shuffle):
+    producers = [counting(10, one_value), counting(10, two_values)]
+    mixed = [lambda p=p: (lambda c, s, _: (c, qp.SparseValue(s.indices, s.values,
+                                                               [2])))(*p())
+             for p in producers]
+    if shuffle:
+        batches = shuffle_batch_join(mixed, 4, capacity=10, min_after_dequeue=2, seed=3,
+                                     allow_smaller_final_batch=True)
+    else:
+        batches = batch_join(mixed, 4, allow_smaller_final_batch=True)
+    values = []
+    for counts, sparse in batches:
+        assert sparse.dense_shape.tolist() == [len(counts), 2]
+        assert sorted(set(sparse.indices[:, 0].tolist())) == list(range(len(counts)))
+        values.extend(sparse.values.tolist())
+    assert Counter(values) == Counter(list(range(10)) + [v for c in range(10) for v in (c, -c)])
+
+
+def test_maybe_batch_with_a_mask_keeps_the_sparse_rows_it_keeps():
+    pre = batch(counting(12, one_value), 4)
+    batches = maybe_batch(lambda: tuple(pre.dequeue()),
+                          keep_input=lambda element: element[0] % 2 == 0, batch_size=3,
+                          enqueue_many=True)
+    counts, sparse, _ = next(batches)
+    assert counts.tolist() == [0, 2, 4] and sparse.values.tolist() == [0, 2, 4]
+    assert sparse.indices.tolist() == [[0, 0], [1, 0], [2, 0]]
+    batches.close()
+    pre.close()
+
+
+def test_dynamic_pad_pads_dense_components_beside_sparse_ones():
+    produce = counting(6, one_value)
+
+    def element():
+        c, s, _ = produce()
+        return np.arange(int(c)), s
+
+    dense, sparse = next(batch(element, 3, dynamic_pad=True))
+    assert dense.tolist() == [[0, 0], [0, 0], [0, 1]]
+    assert sparse.values.tolist() == [0, 1, 2] and sparse.dense_shape.tolist() == [3, 1]
+
+
+def test_a_value_of_the_wrong_kind_names_the_component():
+    values = iter([(1, one_value(1)), (2, np.array([2.0]))])
+    batches = batch(lambda: next(values), 2)
+    with pytest.raises(InvalidArgumentError, match=r"component 1 holds SparseValues: got an "
+                                                   r"array of dtype float64 and shape \[1\]"):
+        next(batches)
+
+
+def test_read_batch_features_batches_a_var_len_feature(tmp_path):
+    rows = [list(range(i % 5)) for i in range(40)]
+    records = [make_example({"tokens": row, "label": i}).SerializeToString()
+               for i, row in enumerate(rows)]
+    paths = write_shards(records, tmp_path, 3, processes=1, progress=False, index=False)
+    spec = {"tokens": VarLenFeature(qp.int64), "label": FixedLenFeature([], qp.int64)}
+    got = {}
+    for features in read_batch_features(paths, 6, spec, num_epochs=1, read_batch_size=4,
+                                        queue_capacity=16, seed=0):
+        tokens = features["tokens"]
+        assert tokens.dense_shape[0] == len(features["label"])
+        for label, row in zip(features["label"].tolist(),
+                              qp.sparse.split(tokens, "batch")):
+            got[label] = row.values.tolist()
+    assert got == dict(enumerate(rows))
+
+
+def test_a_structure_the_queue_cannot_hold_is_reported_once_naming_the_component(caplog):
+    batches = batch(lambda: (1, [[1, 2], [3]]), 2, num_threads=4)
+    with pytest.raises(InvalidArgumentError, match=r"component 1: a ragged value has no shape"):
+        next(batches)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -1084,3 +1084,53 @@ def test_shuffle_and_priority_queues_keep_every_element_while_they_grow():
         list(range(5000)) + [-s - 1 for s in range(0, 5000, 700)])
     priorities, values = priority.dequeue_many(5000)
     assert priorities.tolist() == list(range(1, 5001))
+
+
+# -- SparseValue components ------------------------------------------------------------------
+
+
+def sv(*values):
+    return qp.SparseValue([[j] for j in range(len(values))], list(values), [len(values)])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: qp.FIFOQueue(10, [qp.int64, qp.int64]),
+    lambda: qp.FIFOQueue(10, [qp.int64, qp.int64], shapes=[[], None]),
+    lambda: qp.PaddingFIFOQueue(10, [qp.int64, qp.int64], shapes=[[], [None]]),
+    lambda: qp.FIFOQueue(10),
+])
+def test_a_queue_holds_sparse_components_and_batches_them(make):
+    q = make()
+    q.enqueue((0, sv(5, 6)))
+    q.enqueue_many(([1, 2], qp.SparseValue([[0, 0], [1, 0], [1, 1]], [7, 8, 9], [2, 2])))
+    first = q.dequeue()
+    assert first[0] == 0 and first[1].values.tolist() == [5, 6]
+    assert first[1].dense_shape.tolist() == [2]
+    q.close()
+    with pytest.raises(OutOfRangeError):
+        q.dequeue_many(3)  # fails, leaving both elements in order
+    counts, batch = q.dequeue_up_to(3)
+    assert counts.tolist() == [1, 2]
+    assert batch.indices.tolist() == [[0, 0], [1, 0], [1, 1]]
+    assert batch.values.tolist() == [7, 8, 9] and batch.dense_shape.tolist() == [2, 2]
+
+
+def test_a_shuffle_queue_keeps_each_sparse_value_with_its_element():
+    q = qp.RandomShuffleQueue(50, 0, [qp.int64, qp.int64], seed=2)
+    for i in range(30):
+        q.enqueue((i, sv(*range(i % 4))))
+    counts, batch = q.dequeue_many(30)
+    rows = qp.sparse.split(batch, "test")
+    assert sorted(counts.tolist()) == list(range(30))
+    assert all(row.values.tolist() == list(range(c % 4)) for c, row in zip(counts, rows))
+
+
+def test_a_component_keeps_the_kind_of_its_first_value():
+    q = qp.FIFOQueue(4, [qp.int64])
+    q.enqueue(np.array([1, 2]))
+    with pytest.raises(InvalidArgumentError, match=r"component 0 holds dense values: got a "
+                                                   r"SparseValue"):
+        q.enqueue(sv(1))
+    fixed = qp.FIFOQueue(4, [qp.int64], shapes=[[2]])
+    with pytest.raises(InvalidArgumentError, match=r"holds dense values of a fixed shape"):
+        fixed.enqueue(sv(1, 2))

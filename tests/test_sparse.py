@@ -1,0 +1,77 @@
+"""queuepipe.sparse: SparseValue's helpers, and batching's stack, split and select."""
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+from queuepipe import sparse
+from queuepipe.errors import InvalidArgumentError
+from queuepipe.sparse import SparseValue
+
+
+def ragged(rows, dtype=np.int64):
+    """The batched SparseValue of a list of lists, as a VarLenFeature batch parses."""
+    indices = [[i, j] for i, row in enumerate(rows) for j in range(len(row))]
+    values = np.array([v for row in rows for v in row], dtype=dtype)
+    return SparseValue(np.array(indices, dtype=np.int64).reshape(-1, 2), values,
+                       np.array([len(rows), max(map(len, rows), default=0)], dtype=np.int64))
+
+
+def test_to_dense_and_row_lengths():
+    batch = ragged([[1, 2, 3], [], [4]])
+    assert batch.to_dense().tolist() == [[1, 2, 3], [0, 0, 0], [4, 0, 0]]
+    assert batch.to_dense(-1).tolist() == [[1, 2, 3], [-1, -1, -1], [4, -1, -1]]
+    assert batch.row_lengths().tolist() == [3, 0, 1]
+    words = ragged([[b"a"], [b"b", b"c"]], dtype=object)
+    assert words.to_dense(b"").tolist() == [[b"a", b""], [b"b", b"c"]]
+
+
+def test_stack_gives_tf_batched_indices_values_and_dense_shape():
+    items = [SparseValue(np.array([[0], [1]]), np.array([7, 8]), np.array([2])),
+             SparseValue(np.array([[0]]), np.array([9]), np.array([1])),
+             SparseValue(np.zeros((0, 1), np.int64), np.zeros(0, np.int64), np.array([0]))]
+    batch = sparse.stack(items, np.dtype(np.int64), "test")
+    assert batch.indices.tolist() == [[0, 0], [0, 1], [1, 0]]
+    assert batch.values.tolist() == [7, 8, 9]
+    assert batch.dense_shape.tolist() == [3, 2]
+
+
+def test_stack_refuses_elements_of_different_ranks():
+    items = [SparseValue(np.array([[0]]), np.array([1]), np.array([1])),
+             SparseValue(np.array([[0, 0]]), np.array([1]), np.array([1, 1]))]
+    with pytest.raises(InvalidArgumentError, match=r"^comp: cannot batch sparse values of "
+                                                   r"ranks \[1, 2\]$"):
+        sparse.stack(items, np.dtype(np.int64), "comp")
+
+
+@pytest.mark.parametrize("rows", [[[1, 2, 3], [], [4]], [[5]], [[], []], [[1, 2], [3, 4]]])
+def test_split_undoes_stack(rows):
+    batch = ragged(rows)
+    elements = sparse.split(batch, "test")
+    assert [e.values.tolist() for e in elements] == rows
+    assert all(e.dense_shape.tolist() == batch.dense_shape[1:].tolist() for e in elements)
+    again = sparse.stack(elements, np.dtype(np.int64), "test")
+    assert again.indices.tolist() == batch.indices.tolist()
+    assert again.values.tolist() == batch.values.tolist()
+
+
+def test_split_takes_unsorted_indices_by_row_and_refuses_rows_outside_the_batch():
+    batch = SparseValue(np.array([[1, 0], [0, 0], [1, 1]]), np.array([10, 20, 30]),
+                        np.array([2, 2]))
+    assert [e.values.tolist() for e in sparse.split(batch, "t")] == [[20], [10, 30]]
+    with pytest.raises(InvalidArgumentError, match=r"index 2 lies outside its batch of 2"):
+        sparse.split(SparseValue(np.array([[2, 0]]), np.array([1]), np.array([2, 1])), "t")
+
+
+def test_select_keeps_the_masked_rows_renumbered():
+    kept = sparse.select(ragged([[1], [2, 3], [4]]), np.array([True, False, True]))
+    assert kept.indices.tolist() == [[0, 0], [1, 0]]
+    assert kept.values.tolist() == [1, 4] and kept.dense_shape.tolist() == [2, 2]
+
+
+def test_as_sparse_checks_the_parts_fit():
+    with pytest.raises(InvalidArgumentError, match=r"^c: a sparse value has 2 indices but 1 "
+                                                   r"values$"):
+        sparse.as_sparse(([[0], [1]], [1], [2]), np.dtype(np.int64), "c")
+    value = sparse.as_sparse(([[0]], ["é"], [1]), qp.string, "c")
+    assert value.values.tolist() == ["é".encode()]
