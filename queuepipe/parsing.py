@@ -37,7 +37,7 @@ import numpy as np
 
 from queuepipe import dtypes as _dtypes
 from queuepipe.errors import InvalidArgumentError
-from queuepipe.protos import _layout
+from queuepipe.protos import _layout, _ragged
 from queuepipe.sparse import SparseValue
 
 __all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseValue",
@@ -49,6 +49,7 @@ _TF_NAME = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "s
 _LIST = {_dtypes.int64: "int64_list", _dtypes.float32: "float_list",
          _dtypes.string: "bytes_list"}
 _LIST_TF_NAME = {"int64_list": "int64", "float_list": "float", "bytes_list": "string"}
+_LIST_TAG = {"bytes_list": 0x0A, "float_list": 0x12, "int64_list": 0x1A}  # in a Feature
 _VALUES_WORD = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "bytes"}
 _LITTLE_FLOAT32 = np.dtype("<f4")  # how a float_list stores its values
 _frombuffer = np.frombuffer  # called with positional arguments: keywords cost NumPy a third more
@@ -279,6 +280,7 @@ class _RaggedOut:
         self.counts = np.zeros(batch, dtype=np.int64)
         self.singles = []  # (index, 1-D values)
         self.blocks = []  # (rows, [len(rows), n] values)
+        self.raggeds = []  # (rows, their counts, their values one after the other)
 
     def put(self, index, values):
         self.counts[index] = len(values)
@@ -290,6 +292,11 @@ class _RaggedOut:
         if block.shape[1]:
             self.blocks.append((rows, block))
 
+    def put_ragged(self, rows, counts, values):
+        self.counts[rows] = counts
+        if len(values):
+            self.raggeds.append((rows, counts, values))
+
     def finish(self):
         return self._sparse() if self.feature.kind == _VAR else self._padded()
 
@@ -297,13 +304,19 @@ class _RaggedOut:
         batch, counts = len(self.counts), self.counts
         starts = np.cumsum(counts) - counts
         total = int(counts.sum())
-        values = np.empty(total, dtype=self.feature.dtype)
+        row_ids = np.repeat(np.arange(batch, dtype=np.int64), counts)
+        columns = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+        if len(self.raggeds) == 1 and len(self.raggeds[0][2]) == total:
+            values = self.raggeds[0][2]  # every value came in one group, in record order
+        else:
+            values = np.empty(total, dtype=self.feature.dtype)
         for index, row in self.singles:
             values[starts[index]:starts[index] + len(row)] = row
         for rows, block in self.blocks:
             values[(starts[rows][:, None] + np.arange(block.shape[1])).ravel()] = block.ravel()
-        row_ids = np.repeat(np.arange(batch, dtype=np.int64), counts)
-        columns = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+        for rows, row_counts, flat in self.raggeds:
+            if flat is not values:
+                values[_spread(starts[rows], row_counts)] = flat
         longest = int(counts.max()) if batch else 0
         return SparseValue(np.stack([row_ids, columns], axis=1), values,
                            np.array([batch, longest], dtype=np.int64))
@@ -316,7 +329,15 @@ class _RaggedOut:
             out[index, :len(row)] = row
         for rows, block in self.blocks:
             out[rows, :block.shape[1]] = block
+        for rows, row_counts, flat in self.raggeds:
+            out.reshape(-1)[_spread(rows * out.shape[1], row_counts)] = flat
         return out.reshape((batch, max_rows) + feature.shape)
+
+
+def _spread(starts, counts):
+    """The positions ``starts[i] + 0 .. counts[i]-1`` of every i, one after the other."""
+    total = int(counts.sum())
+    return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
 
 
 def _sink(feature, batch):
@@ -406,6 +427,9 @@ def _dtype_mismatch(feature, kind):
 
 # Groups smaller than this are parsed record by record: walking a template costs more.
 _MIN_GROUP = 4
+# In a batch of mixed lengths, a length group goes by its template when it holds at least
+# this fraction (1/n) of the batch; smaller groups join the ragged walk.
+_MIN_GROUP_SHARE = 8
 # How many templates to walk within one group of equal-length records.
 _MAX_TEMPLATES = 3
 # (requested keys, record length) -> the Layout that last served; a batch tries it first.
@@ -414,26 +438,75 @@ _MAX_LAYOUTS = 256
 
 
 def _parse_fast(records, features, sinks):
-    """Parses every record it can by layout groups; returns the indices left for the parser.
+    """Parses every record it can in bulk; returns the indices left for the parser.
 
-    A group's values are written only when its template parses cleanly with ``features``
-    (present with the right list and count, or absent with a default); the records of a
-    template that does not are left to :func:`_parse_record`, which raises TF's error for
-    the first bad record in batch order.
+    Records of one length go by layout groups (a template each, whose byte positions the
+    group's records share): the fast path for fixed-length data. The rest, and every record
+    of a length shared by few (ragged data: token lists), go through one vectorized walk,
+    :func:`_parse_ragged`. A group's values are written only when its template parses
+    cleanly with ``features`` (present with the right list and count, or absent with a
+    default); the records of a template that does not are left to :func:`_parse_record`,
+    which raises TF's error for the first bad record in batch order.
     """
     lengths = np.fromiter(map(len, records), dtype=np.intp, count=len(records))
     keys = tuple(feature.key for feature in features)
     left = []
     uniform = len(lengths) and lengths.min() == lengths.max()
-    for length in [lengths[0]] if uniform else np.unique(lengths).tolist():
+    # A length shared by fewer records is not worth a template walk: ragged records share
+    # lengths by chance, and a template walk costs as much as parsing a record.
+    if uniform:
+        grouped = [lengths[0]] if len(records) >= _MIN_GROUP else []
+        if not grouped:
+            left.extend(range(len(records)))
+    else:
+        distinct, sizes = np.unique(lengths, return_counts=True)
+        grouped = distinct[sizes >= max(_MIN_GROUP, len(records) // _MIN_GROUP_SHARE)].tolist()
+        left.extend(np.flatnonzero(~np.isin(lengths, grouped)).tolist())
+    for length in grouped:
         rows = np.arange(len(lengths)) if uniform else np.flatnonzero(lengths == length)
-        if len(rows) >= _MIN_GROUP:
-            group = records if uniform else list(map(records.__getitem__, rows.tolist()))
-            block = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(rows), length)
-            rows = _parse_length_group(block, rows, keys, features, sinks, left)
-        left.extend(rows.tolist())
+        group = records if uniform else list(map(records.__getitem__, rows.tolist()))
+        block = np.frombuffer(b"".join(group), dtype=np.uint8).reshape(len(rows), length)
+        left.extend(_parse_length_group(block, rows, keys, features, sinks, left).tolist())
     left.sort()
+    if len(left) >= _MIN_GROUP:  # lengths differ (ragged features) or layouts do
+        left = _parse_ragged(records, np.array(left), features, sinks).tolist()
     return left
+
+
+def _parse_ragged(records, rows, features, sinks):
+    """Parses the records ``rows`` of ``records`` (of any lengths) by one vectorized walk
+    (:mod:`queuepipe.protos._ragged`); returns the rows left for the per-record parser: the
+    records the walk does not follow, and those that would not parse cleanly with
+    ``features`` (a list of another type, a wrong count, a required feature absent), so that
+    the parser raises TF's error for the first of them."""
+    ok, lists = _ragged.walk(list(map(records.__getitem__, rows.tolist())),
+                             tuple(feature.key for feature in features))
+    accept = ok.copy()
+    for feature in features:
+        found = lists[feature.key]
+        present = found.list_tag > 0  # an empty Feature counts as absent, as in _template_fits
+        accept &= ~present | (found.list_tag == _LIST_TAG[feature.list_name])
+        if feature.kind == _FIXED:
+            accept &= np.where(present, found.counts == feature.size, feature.default is not None)
+        elif feature.kind == _SEQ:
+            accept &= (found.counts % feature.size == 0) if feature.size else found.counts == 0
+    for feature, sink in zip(features, sinks):
+        found = lists[feature.key]
+        counts = np.where(found.list_tag > 0, found.counts, 0)
+        values = found.values
+        if not accept[ok].all():  # keep the values of the accepted records only
+            values = values[np.repeat(accept[ok], counts[ok])]
+        if feature.kind != _FIXED:
+            sink.put_ragged(rows[accept], counts[accept], values.astype(feature.dtype, copy=False))
+            continue
+        present = accept & (found.list_tag > 0)
+        sink.put_block(rows[present], values.reshape(int(present.sum()), feature.size)
+                       .astype(feature.dtype, copy=False))
+        absent = accept & ~(found.list_tag > 0)
+        if absent.any():
+            sink.put_block(rows[absent], np.broadcast_to(feature.default,
+                                                         (int(absent.sum()), feature.size)))
+    return rows[~accept]
 
 
 def _parse_length_group(block, rows, keys, features, sinks, left):

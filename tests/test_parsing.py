@@ -678,3 +678,92 @@ def test_long_int64_lists_parse_in_memory_of_the_order_of_the_record(count):
     for i, out in enumerate(parsed):
         assert out["ids"].tolist() == (values + i).tolist() and out["label"] == i
     assert peak < 100 * len(records[0]), f"peak {peak} bytes for records of {len(records[0])}"
+
+
+def _delimited(tag, payload):
+    """A length-delimited protobuf field: tag byte, varint length, payload."""
+    size, length = len(payload), b""
+    while True:
+        byte, size = size & 0x7F, size >> 7
+        length += bytes([byte | (0x80 if size else 0)])
+        if not size:
+            return bytes([tag]) + length + payload
+
+
+def _unpacked_int64s(key, values):
+    """An Example whose only feature ``key`` holds ``values`` as an unpacked int64 list
+    (tag 0x08 per value): valid protobuf that TF reads, but not what writers make."""
+    body = b"".join(b"\x08" + _varint_bytes(v) for v in values)
+    feature = _delimited(0x1A, body)
+    entry = _delimited(0x0A, key.encode()) + _delimited(0x12, feature)
+    return _delimited(0x0A, _delimited(0x0A, entry))
+
+
+def _varint_bytes(value):
+    value &= (1 << 64) - 1
+    out = b""
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out += bytes([byte | (0x80 if value else 0)])
+        if not value:
+            return out
+
+
+@st.composite
+def _ragged_batches(draw):
+    """Records whose lists differ in length from record to record (the ragged bulk path),
+    some absent or empty, some encoded unusually or damaged, and a spec to parse them."""
+    keys = draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True))
+    kinds = {key: draw(st.sampled_from(sorted(_VALUE))) for key in keys}
+    records = []
+    for _ in range(draw(st.integers(4, 24))):
+        values = {}
+        for key in keys:
+            if draw(st.integers(0, 6)) == 0:
+                continue  # absent
+            count = draw(st.integers(0, 6))
+            values[key] = draw(st.lists(_VALUE[kinds[key]], min_size=count, max_size=count))
+        record = make_example(values).SerializeToString()
+        odd = draw(st.integers(0, 11))
+        if odd == 0 and kinds[keys[0]] == "int":  # unpacked: the walk leaves it to protobuf
+            record = _unpacked_int64s(keys[0], draw(st.lists(_VALUE["int"], max_size=4)))
+        elif odd == 1:  # a second Features field: protobuf merges the two
+            record += make_example({keys[0]: []}).SerializeToString()
+        elif odd == 2 and record:  # damage: a truncated record
+            record = record[:draw(st.integers(0, len(record) - 1))]
+        records.append(record)
+    spec = {}
+    dtypes = {"int": qp.int64, "float": qp.float32, "bytes": qp.string}
+    for key in keys:
+        dtype = dtypes[kinds[key]]
+        choice = draw(st.sampled_from(["var", "var", "seq", "fixed", "default"]))
+        if choice == "var":
+            spec[key] = qp.VarLenFeature(dtype)
+        elif choice == "seq":
+            spec[key] = qp.FixedLenSequenceFeature([], dtype, True)
+        else:
+            size = draw(st.integers(0, 2))
+            default = {qp.int64: [4], qp.float32: [0.5], qp.string: [b"d"]}[dtype] * size
+            spec[key] = qp.FixedLenFeature([size], dtype,
+                                           default if choice == "default" else None)
+    return records, spec
+
+
+@given(_ragged_batches())
+def test_the_ragged_bulk_path_equals_the_per_record_parser(batch):
+    records, spec = batch
+    fast, general = _outcome(records, spec, True), _outcome(records, spec, False)
+    if isinstance(general, str):
+        assert fast == general
+    else:
+        _assert_equal_outputs(fast, general)
+
+
+def test_ragged_records_take_the_bulk_walk(monkeypatch):
+    records = [make_example({"tokens": list(range(i % 9)), "label": i}).SerializeToString()
+               for i in range(64)]
+    spec = {"tokens": qp.io.VarLenFeature(qp.int64), "label": qp.io.FixedLenFeature([], qp.int64)}
+    monkeypatch.setattr(parsing, "_parse_record", lambda *a: pytest.fail("per-record parse"))
+    out = qp.io.parse_example(records, spec)
+    assert out["label"].tolist() == list(range(64))
+    assert out["tokens"].row_lengths().tolist() == [i % 9 for i in range(64)]

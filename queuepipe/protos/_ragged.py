@@ -1,0 +1,229 @@
+"""Walk many serialized Examples at once, whatever their lengths: the ragged bulk path.
+
+:mod:`queuepipe.protos._layout` decodes records that share one template byte for byte. Records
+whose features have a different number of values (token lists, boxes) differ in every length
+byte after the first variable feature, so each record would need its own template. This walk
+instead advances one cursor per record through the same grammar, every step a NumPy operation
+over all records at once::
+
+    Example      0x0A len  Features
+    Features     (0x0A len  entry)*
+    entry        0x0A len key   0x12 len Feature
+    Feature      0x0A|0x12|0x1A len  list       (bytes, float, int64)
+    list         0x0A len payload               (packed floats or varints; bytes: one per value)
+
+A record that strays from it (an unknown field, an unpacked list, a requested key twice,
+malformed bytes) is marked and left to the caller's per-record parser, as are the records the
+caller rejects afterwards; the others come back as flat values and counts per feature.
+"""
+
+import numpy as np
+
+__all__ = ["RaggedLists", "walk"]
+
+_TAGS = {0x0A: "bytes_list", 0x12: "float_list", 0x1A: "int64_list"}
+_MAX_VARINT_BYTES = 10
+
+
+class RaggedLists:
+    """One feature's values across the records walked.
+
+    Attributes:
+      list_name: per record, the list's tag byte (0x0A, 0x12, 0x1A), 0 for an empty Feature,
+        -1 where the key is absent.
+      counts: per record, the number of values.
+      values: the values of every record, in record order: int64, float32, or an object
+        array of bytes.
+    """
+
+    def __init__(self, list_tag, counts, values):
+        self.list_tag = list_tag
+        self.counts = counts
+        self.values = values
+
+
+class _Cursor:
+    """The records' bytes in one buffer (padded so that reads past an end stay inside), the
+    records' start and end offsets, and which records still follow the grammar."""
+
+    def __init__(self, records):
+        lengths = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
+        self.ends = np.cumsum(lengths)
+        self.starts = self.ends - lengths
+        self.buf = np.frombuffer(b"".join(records) + bytes(_MAX_VARINT_BYTES + 1),
+                                 dtype=np.uint8)
+        self.ok = np.ones(len(records), dtype=bool)
+
+    def payload(self, start, end):
+        """The bytes ``[start[i], end[i])`` of every i, concatenated (slices joined: cheaper
+        than an index per byte)."""
+        buf = self.buf
+        return np.concatenate([buf[a:b] for a, b in zip(start.tolist(), end.tolist())]) \
+            if len(start) else np.zeros(0, dtype=np.uint8)
+
+    def expect(self, rows, pos, tag, limit):
+        """Reads ``tag`` and a varint length at ``pos`` for ``rows``; returns the payload's
+        (start, end), marking the rows where the tag differs or the payload passes
+        ``limit``."""
+        good = self.buf[pos] == tag
+        size, start, done = self.varint(pos + 1)
+        end = start + size
+        good &= done & (end <= limit)
+        self.ok[rows[~good]] = False
+        return start, end
+
+    def varint(self, pos):
+        """The varints at ``pos`` (lengths: below 2**62 once clipped); returns (values,
+        positions after them, whether each ended within 10 bytes)."""
+        value = np.zeros(len(pos), dtype=np.uint64)
+        done = np.zeros(len(pos), dtype=bool)
+        after = pos.copy()
+        for k in range(_MAX_VARINT_BYTES):
+            byte = self.buf[pos + k]
+            live = ~done
+            value[live] |= (byte[live] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+            ended = live & (byte < 0x80)
+            after[ended] = pos[ended] + k + 1
+            done |= ended
+            if done.all():
+                break
+        return np.minimum(value, np.uint64(1 << 62)).astype(np.int64), after, done
+
+
+def walk(records, keys):
+    """Walks the serialized Examples ``records`` (a list of bytes) for the feature ``keys``.
+
+    Returns:
+      ``(ok, lists)``: a bool per record, False where the record strays from the plain
+      grammar (the caller parses those one by one), and key -> :class:`RaggedLists` (its
+      counts and values cover the good records only).
+    """
+    cursor = _Cursor(records)
+    rows = np.arange(len(records))
+    found = {key: np.full(len(records), -1, dtype=np.int64) for key in keys}  # tag per row
+    spans = {key: (np.zeros(len(records), np.int64), np.zeros(len(records), np.int64))
+             for key in keys}
+    nonempty = cursor.ends > cursor.starts
+    pos, end = cursor.expect(rows[nonempty], cursor.starts[nonempty], 0x0A,
+                             cursor.ends[nonempty])
+    cursor.ok[rows[nonempty][end != cursor.ends[nonempty]]] = False
+    live, pos, end = rows[nonempty], pos, end
+    encoded = [(key, np.frombuffer(key.encode("utf-8"), dtype=np.uint8)) for key in keys]
+    while True:
+        going = cursor.ok[live] & (pos < end)
+        live, pos, end = live[going], pos[going], end[going]
+        if not len(live):
+            break
+        entry_start, entry_end = cursor.expect(live, pos, 0x0A, end)
+        key_start, key_end = cursor.expect(live, entry_start, 0x0A, entry_end)
+        feature_start, feature_end = cursor.expect(live, key_end, 0x12, entry_end)
+        cursor.ok[live[feature_end != entry_end]] = False
+        for key, name in encoded:
+            same = (key_end - key_start) == len(name)
+            for j, byte in enumerate(name.tolist()):
+                same &= cursor.buf[np.minimum(key_start + j, len(cursor.buf) - 1)] == byte
+            hit = live[same]
+            cursor.ok[hit[found[key][hit] != -1]] = False  # a requested key twice
+            _feature(cursor, hit, feature_start[same], feature_end[same], found[key],
+                     spans[key])
+        pos = entry_end
+    while True:  # a record rejected for one feature is left out of every feature's values
+        rejected = int((~cursor.ok).sum())
+        lists = {key: _values(cursor, found[key], spans[key]) for key in keys}
+        if int((~cursor.ok).sum()) == rejected:
+            return cursor.ok, lists
+
+
+def _feature(cursor, rows, start, end, tags, spans):
+    """Records the list of each of ``rows``' Features: its tag, and its payload's span."""
+    empty = start == end
+    tags[rows[empty]] = 0
+    spans[0][rows[empty]] = spans[1][rows[empty]] = 0
+    rows, start, end = rows[~empty], start[~empty], end[~empty]
+    tag = cursor.buf[start]
+    known = np.isin(tag, list(_TAGS))
+    cursor.ok[rows[~known]] = False
+    body_start, body_end = cursor.expect(rows, start, tag, end)
+    cursor.ok[rows[body_end != end]] = False
+    tags[rows] = tag
+    packed = tag != 0x0A
+    none = body_start == body_end
+    spans[0][rows[none]] = spans[1][rows[none]] = 0
+    numbers = rows[packed & ~none]
+    payload_start, payload_end = cursor.expect(numbers, body_start[packed & ~none], 0x0A,
+                                               body_end[packed & ~none])
+    cursor.ok[numbers[payload_end != body_end[packed & ~none]]] = False
+    spans[0][numbers], spans[1][numbers] = payload_start, payload_end
+    strings = ~packed & ~none  # a bytes list: its body, walked value by value later
+    spans[0][rows[strings]], spans[1][rows[strings]] = body_start[strings], body_end[strings]
+
+
+def _values(cursor, tags, spans):
+    """The flat values and per-record counts of one feature, for the good records; marks
+    the records whose list does not decode (the caller then walks again)."""
+    good = cursor.ok
+    tags = np.where(good, tags, -1)
+    start, end = np.where(good, spans[0], 0), np.where(good, spans[1], 0)
+    kinds = np.unique(tags[tags > 0]).tolist()
+    if len(kinds) > 1:  # one key holding different lists: the parser reports it per record
+        cursor.ok[tags > 0] = False
+        return RaggedLists(tags, np.zeros(len(tags), dtype=np.int64), np.zeros(0))
+    kind = kinds[0] if kinds else 0x1A
+    sizes = end - start
+    if kind == 0x0A:  # bytes lists: each value a 0x0A len payload
+        values, counts = _strings(cursor, start, end)
+        return RaggedLists(tags, counts, values)
+    data = cursor.payload(start, end)
+    if kind == 0x12:  # packed little-endian floats
+        cursor.ok[sizes % 4 != 0] = False
+        return RaggedLists(tags, sizes // 4, data[:len(data) // 4 * 4].view("<f4")
+                           .astype(np.float32))
+    last = np.cumsum(sizes) - 1  # packed varints: each span must end a varint
+    cursor.ok[(sizes > 0) & (data[np.maximum(last, 0)] >= 0x80) if len(data) else
+              np.zeros(len(sizes), dtype=bool)] = False
+    ends = np.flatnonzero(data < 0x80)
+    counts = np.diff(np.searchsorted(ends, np.concatenate(([0], np.cumsum(sizes)))))
+    return RaggedLists(tags, counts, _varints(data, ends))
+
+
+def _varints(data, ends):
+    """The int64s of the varints of ``data`` ending at ``ends``, as protobuf reads them:
+    the first byte of every varint, then the second byte of those longer than one, ..."""
+    if len(ends) == len(data):  # every varint one byte long: the bytes are the values
+        return data.astype(np.int64)
+    lengths = np.diff(ends, prepend=-1)
+    starts = ends - lengths + 1
+    value = (data[starts] & 0x7F).astype(np.uint64)
+    longer = np.flatnonzero(lengths > 1)
+    k = 1
+    while len(longer):
+        value[longer] |= (data[starts[longer] + k] & 0x7F).astype(np.uint64) \
+            << np.uint64(7 * k)
+        k += 1
+        longer = longer[lengths[longer] > k]
+    return value.view(np.int64)
+
+
+def _strings(cursor, start, end):
+    """The values of bytes lists whose bodies lie at ``[start, end)``, and their counts."""
+    counts = np.zeros(len(start), dtype=np.int64)
+    pieces = []  # (row, value start, value end)
+    rows = np.flatnonzero(end > start)
+    pos, limit = start[rows], end[rows]
+    while len(rows):
+        value_start, value_end = cursor.expect(rows, pos, 0x0A, limit)
+        keep = cursor.ok[rows]
+        pieces.append((rows[keep], value_start[keep], value_end[keep]))
+        counts[rows[keep]] += 1
+        going = keep & (value_end < limit)
+        rows, pos, limit = rows[going], value_end[going], limit[going]
+    if not pieces:
+        return np.empty(0, dtype=object), counts
+    order_rows = np.concatenate([p[0] for p in pieces])
+    order = np.argsort(order_rows, kind="stable")  # record order, then value order
+    starts = np.concatenate([p[1] for p in pieces])[order].tolist()
+    stops = np.concatenate([p[2] for p in pieces])[order].tolist()
+    raw = cursor.buf.tobytes()
+    values = np.empty(len(starts), dtype=object)
+    values[:] = [raw[a:b] for a, b in zip(starts, stops)]
+    return values, counts
