@@ -707,8 +707,8 @@ class QueueBase:
                 f"{[len(b) for b in batch]}")
         n = sizes.pop() if sizes else 0
         for i in range(len(batch)):
-            if self._dense_shape(i) is None:
-                batch[i] = _per_element(batch[i])
+            if self._dense_shape(i) is None and not (self._sparse and self._sparse[i]):
+                batch[i] = _per_element(batch[i])  # (sparse ones were split already)
         return batch, n
 
     def _finish(self, raw: List[np.ndarray]) -> List[np.ndarray]:

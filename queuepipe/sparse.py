@@ -96,18 +96,19 @@ def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str) -> SparseVal
     Raises:
       InvalidArgumentError: the elements differ in rank, naming ``what``.
     """
-    ranks = {len(item.dense_shape) for item in items}
+    indices, values, shapes = zip(*items) if len(items) else ((), (), ())
+    distinct = {id(shape): shape for shape in shapes}  # split elements share theirs
+    ranks = {len(shape) for shape in distinct.values()}
     if len(ranks) > 1:
         raise InvalidArgumentError(f"{what}: cannot batch sparse values of ranks "
                                    f"{sorted(ranks)}")
     rank = ranks.pop() if ranks else 1
-    lengths = np.fromiter((len(item.values) for item in items), dtype=np.int64,
-                          count=len(items))
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(items))
     rows = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
     if len(items):
-        inner = np.concatenate([item.indices for item in items])
-        values = np.concatenate([item.values for item in items])
-        extent = np.max(np.stack([item.dense_shape for item in items]), axis=0)
+        inner = np.concatenate(indices)
+        values = np.concatenate(values)
+        extent = np.max(np.stack(list(distinct.values())), axis=0)
     else:
         inner = np.zeros((0, rank), dtype=np.int64)
         values = np.zeros(0, dtype=dtype)
@@ -130,11 +131,17 @@ def split(value: SparseValue, what: str) -> List[SparseValue]:
     if len(rows) and (rows.min() < 0 or rows.max() >= n):
         raise InvalidArgumentError(f"{what}: a sparse value's index {int(rows.max())} lies "
                                    f"outside its batch of {n}")
-    order = np.argsort(rows, kind="stable")
-    bounds = np.searchsorted(rows[order], np.arange(n + 1))
-    inner, values = value.indices[order, 1:], value.values[order]
-    return [SparseValue(inner[start:stop], values[start:stop], value.dense_shape[1:].copy())
-            for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    if len(rows) > 1 and (rows[1:] < rows[:-1]).any():  # not in row-major order: sort
+        order = np.argsort(rows, kind="stable")
+        rows, inner, values = rows[order], value.indices[order, 1:], value.values[order]
+    else:
+        inner, values = value.indices[:, 1:], value.values
+    bounds = np.searchsorted(rows, np.arange(n + 1)).tolist()
+    shape = value.dense_shape[1:].copy()
+    shape.flags.writeable = False  # one array for every element: nobody may change it
+    make = SparseValue._make
+    return [make((inner[start:stop], values[start:stop], shape))
+            for start, stop in zip(bounds[:-1], bounds[1:])]
 
 
 def select(value: SparseValue, mask: np.ndarray) -> SparseValue:
