@@ -8,7 +8,8 @@ usage::
 What it does, in one run:
 
 1. Makes sure the workloads exist: ``DATA/mnist/`` (``image``: 784 raw uint8 bytes, ``label``:
-   int64) and ``DATA/float/`` (``sha256`` bytes, ``feature``: float_list[128], ``label``),
+   int64), ``DATA/float/`` (``sha256`` bytes, ``feature``: float_list[128], ``label``) and
+   ``DATA/tokens/`` (``tokens``: 8 to 256 int64 ids, a VarLenFeature; ``label``),
    record ``i`` in shard ``i % shards``, the same content as ``peers/make_data.py`` writes with
    TensorFlow (``--data`` reuses those files; without it queuepipe writes them, with
    ``--records`` and ``--shards``). ``DATA/mnist-gzip/`` holds GZIP copies for the scaling table.
@@ -58,7 +59,8 @@ PEERS = ("floor", "tfdata", "tf1queue", "tfrecord_pkg")
 # thread draws each batch from the first elements in arrival order, so that it repeats
 # exactly, at some cost in speed: see docs/performance.md.)
 SEED = None
-FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "peak_rss_kib")
+FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "token_sum",
+          "peak_rss_kib")
 
 
 # -- the workloads ---------------------------------------------------------------------------
@@ -70,7 +72,8 @@ def shard_paths(directory: str, shards: int) -> list:
 
 
 def write_workloads(data: str, records: int, shards: int) -> None:
-    """Writes ``mnist/``, ``float/`` and ``truth.npz`` as ``peers/make_data.py`` does."""
+    """Writes ``mnist/``, ``float/``, ``tokens/`` and ``truth.npz`` as ``peers/make_data.py``
+    does (the same content from the same seed)."""
     import hashlib
 
     import numpy as np
@@ -82,20 +85,25 @@ def write_workloads(data: str, records: int, shards: int) -> None:
     images = rng.integers(0, 256, size=(records, 784), dtype=np.uint8)
     labels = rng.integers(0, 10, size=records)
     floats = rng.standard_normal((records, 128)).astype(np.float32)
-    for name in ("mnist", "float"):
+    lengths = rng.integers(8, 257, size=records)
+    tokens = np.split(rng.zipf(1.3, size=int(lengths.sum())) % 50000, np.cumsum(lengths)[:-1])
+    for name in ("mnist", "float", "tokens"):
         directory = os.path.join(data, name)
         os.makedirs(directory, exist_ok=True)
         writers = [qp.io.TFRecordWriter(path) for path in shard_paths(directory, shards)]
         for i in range(records):
             if name == "mnist":
                 features = {"image": images[i].tobytes(), "label": int(labels[i])}
+            elif name == "tokens":
+                features = {"tokens": tokens[i], "label": int(labels[i])}
             else:
                 features = {"sha256": hashlib.sha256(str(i).encode()).hexdigest().encode(),
                             "feature": floats[i], "label": int(labels[i])}
             writers[i % shards].write(make_example(features).SerializeToString())
         for writer in writers:
             writer.close()
-    np.savez(os.path.join(data, "truth.npz"), images=images, labels=labels, floats=floats)
+    np.savez(os.path.join(data, "truth.npz"), images=images, labels=labels, floats=floats,
+             token_lengths=lengths, token_sum=np.int64(sum(int(t.sum()) for t in tokens)))
 
 
 def write_gzip_copy(data: str) -> None:
@@ -115,12 +123,15 @@ def write_gzip_copy(data: str) -> None:
         os.replace(partial, os.path.join(target, name))
 
 
-def truth(data: str, epochs: int) -> dict:
+def truth(data: str, epochs: int, workload: str = "mnist") -> dict:
     import numpy as np
 
     with np.load(os.path.join(data, "truth.npz")) as z:
         labels = z["labels"]
-    return {"examples": len(labels) * epochs, "label_sum": int(labels.sum()) * epochs}
+        expected = {"examples": len(labels) * epochs, "label_sum": int(labels.sum()) * epochs}
+        if workload == "tokens":
+            expected["token_sum"] = int(z["token_sum"]) * epochs
+    return expected
 
 
 # -- the pipelines (each runs in a child process) --------------------------------------------
@@ -129,6 +140,9 @@ def truth(data: str, epochs: int) -> dict:
 def _specs(qp, workload: str) -> dict:
     if workload == "mnist":
         return {"image": qp.io.FixedLenFeature([], qp.string),
+                "label": qp.io.FixedLenFeature([], qp.int64)}
+    if workload == "tokens":  # a VarLenFeature: SparseValues through the queues
+        return {"tokens": qp.io.VarLenFeature(qp.int64),
                 "label": qp.io.FixedLenFeature([], qp.int64)}
     return {"sha256": qp.io.FixedLenFeature([], qp.string),
             "feature": qp.io.FixedLenFeature([128], qp.float32),
@@ -189,19 +203,22 @@ def run_child(name: str, data: str, epochs: int, threads: int, workload: str,
                    if f.endswith(".tfrecord"))
     options = qp.io.TFRecordOptions(compression or None)
     batches = PIPELINES[name](qp, files, epochs, threads, workload, options)
-    first, n, label_sum = None, 0, 0
+    first, n, label_sum, token_sum = None, 0, 0, 0
     for batch in batches:
         labels = batch["label"]
         if first is None:
             first = time.time()
         n += len(labels)
         label_sum += int(labels.sum())
+        if workload == "tokens":
+            token_sum += int(batch["tokens"].values.sum())
     end = time.time()
     steady = (n - BATCH) / (end - first) if first is not None and end > first else 0.0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"{name} examples {n} seconds {end - launch:.3f} first_batch {first - launch:.3f} "
           f"rate {n / (end - launch):.0f}/s steady {steady:.0f}/s label_sum {label_sum} "
-          f"peak_rss_kib {peak}", flush=True)
+          f"{f'token_sum {token_sum} ' if workload == 'tokens' else ''}peak_rss_kib {peak}",
+          flush=True)
 
 
 # -- running children and reading their lines ------------------------------------------------
@@ -265,8 +282,8 @@ def child_argv(name, data, epochs, threads=2, workload="mnist", compression=""):
             "--compression", compression]
 
 
-def peer_argv(python, peer, data, epochs):
-    return [python, PEERS_SCRIPT, data, peer, "--epochs", str(epochs)]
+def peer_argv(python, peer, data, epochs, workload="mnist"):
+    return [python, PEERS_SCRIPT, data, peer, "--epochs", str(epochs), "--workload", workload]
 
 
 def median_of(runs: list) -> dict:
@@ -297,16 +314,21 @@ def table(rows: dict, expected: dict) -> str:
     for label, row in rows.items():
         m = row["median"]
         ok = ("floor reads only" if m.get("label_sum") == 0 and label == "floor" else
-              "exact" if (int(m["examples"]), int(m["label_sum"])) ==
-              (expected["examples"], expected["label_sum"]) else
+              "exact" if _exact(m, expected) else
               f"WRONG {int(m['examples'])}, {int(m['label_sum'])}")
         lines.append(f"| {label} | {m['steady'] / 1000:,.0f}k/s | {m['seconds']:.2f} s "
                      f"| {m['first_batch']:.2f} s | {m['peak_rss_kib'] / 1024:.0f} MiB | {ok} |")
     return "\n".join(lines)
 
 
-def targets(rows: dict, expected: dict) -> list:
-    """[(target, measured text, passed)] for the issue's targets (medians of one run)."""
+def _exact(m: dict, expected: dict) -> bool:
+    """Every record once: the count, the label sum and (tokens) the token-id sum."""
+    return all(int(m.get(key, -1)) == value for key, value in expected.items())
+
+
+def targets(rows: dict, expected: dict, workload: str = "mnist") -> list:
+    """[(target, measured text, passed)] for the issues' targets (medians of one run); the
+    tokens workload's are the ratios and exactly-once."""
     out = []
 
     def m(label, key):
@@ -318,21 +340,23 @@ def targets(rows: dict, expected: dict) -> list:
     if "tfdata" in rows:
         r = m("qp_bulk", "steady") / m("tfdata", "steady")
         out.append(("qp_bulk steady rate >= 2x tfdata", f"{r:.2f}x", r >= 2))
-        r = m("qp_bulk", "seconds") / m("tfdata", "seconds")
-        out.append(("qp_bulk whole run <= 0.5x tfdata's", f"{r:.2f}x", r <= 0.5))
-        for label in ("qp_bulk", "qp_per_record"):
-            r = m(label, "peak_rss_kib") / m("tfdata", "peak_rss_kib")
-            out.append((f"{label} peak memory <= 0.25x tfdata's", f"{r:.2f}x", r <= 0.25))
-    t = m("qp_bulk", "first_batch")
-    out.append(("qp_bulk first batch <= 0.3 s from process start", f"{t:.3f} s", t <= 0.3))
+        if workload == "mnist":
+            r = m("qp_bulk", "seconds") / m("tfdata", "seconds")
+            out.append(("qp_bulk whole run <= 0.5x tfdata's", f"{r:.2f}x", r <= 0.5))
+            for label in ("qp_bulk", "qp_per_record"):
+                r = m(label, "peak_rss_kib") / m("tfdata", "peak_rss_kib")
+                out.append((f"{label} peak memory <= 0.25x tfdata's", f"{r:.2f}x", r <= 0.25))
+    if workload == "mnist":
+        t = m("qp_bulk", "first_batch")
+        out.append(("qp_bulk first batch <= 0.3 s from process start", f"{t:.3f} s", t <= 0.3))
     for label, row in rows.items():
         if label == "floor":
             continue
-        runs = row["runs"]
-        exact = all((int(r["examples"]), int(r["label_sum"])) ==
-                    (expected["examples"], expected["label_sum"]) for r in runs)
-        out.append((f"{label}: every record once in every run", "count and label sum "
-                    + ("match" if exact else "DIFFER"), exact))
+        exact = all(_exact(r, expected) for r in row["runs"])
+        sums = "count, label and token sums" if "token_sum" in expected else \
+            "count and label sum"
+        out.append((f"{label}: every record once in every run",
+                    f"{sums} {'match' if exact else 'DIFFER'}", exact))
     return out
 
 
@@ -380,10 +404,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", metavar="JSON", help="write every run's figures here")
     ap.add_argument("--plot", metavar="PNG", help="draw steady rates here (needs matplotlib)")
     ap.add_argument("--no-scaling", action="store_true", help="skip the scaling table")
+    ap.add_argument("--workload", default="mnist", choices=("mnist", "float", "tokens"),
+                    help="the main table's workload (tokens: a VarLenFeature of 8 to 256 ids)")
     # the child's options
     ap.add_argument("--child", choices=sorted(PIPELINES), help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
-    ap.add_argument("--workload", default="mnist", help=argparse.SUPPRESS)
     ap.add_argument("--compression", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -399,18 +424,23 @@ def main(argv=None) -> int:
     if not os.path.exists(os.path.join(data, "truth.npz")):
         log(f"writing {args.records} records in {args.shards} shards under {data}")
         write_workloads(data, args.records, args.shards)
-    expected = truth(data, args.epochs)
+    if not os.path.isdir(os.path.join(data, args.workload)):
+        raise SystemExit(f"{data} has no {args.workload}/ workload: write the workloads "
+                         f"again (peers/make_data.py, or remove {data} for bench.py to)")
+    expected = truth(data, args.epochs, args.workload)
     log(f"{expected['examples']} records expected, label sum {expected['label_sum']}")
 
-    configs = {name: child_argv(name, data, args.epochs, THREADS[name]) for name in PIPELINES}
+    configs = {name: child_argv(name, data, args.epochs, THREADS[name], args.workload)
+               for name in PIPELINES}
     if args.peers_python:
-        configs.update({peer: peer_argv(args.peers_python, peer, data, args.epochs)
-                        for peer in PEERS})
+        peers = [p for p in PEERS if args.workload == "mnist" or p in ("tfdata", "tf1queue")]
+        configs.update({peer: peer_argv(args.peers_python, peer, data, args.epochs,
+                                        args.workload) for peer in peers})
     log(f"main table: {args.repeat} runs of {', '.join(configs)}")
     rows = run_rows(configs, args.repeat, log)
     results = {"epochs": args.epochs, "repeat": args.repeat, "expected": expected,
                "cpus": os.cpu_count(), "main": rows}
-    checks = targets(rows, expected)
+    checks = targets(rows, expected, args.workload)
     results["targets"] = [{"target": t, "measured": v, "passed": ok} for t, v, ok in checks]
 
     if not args.no_scaling:
@@ -441,7 +471,7 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     if args.plot:
-        plot(rows, args.plot, f"{args.epochs} epochs of the mnist workload, "
+        plot(rows, args.plot, f"{args.epochs} epochs of the {args.workload} workload, "
                               f"{os.cpu_count()} CPUs")
     return 0 if all(ok for _, _, ok in checks) else 1
 
