@@ -876,8 +876,9 @@ def _varint_int64(data, start, size):
 
 def _parse_single_plain(data, features):
     """The outputs of one record whose FixedLenFeatures are all present with the right list
-    and count, built from the protobuf message; None otherwise, for the general path to
-    handle (defaults, other kinds, errors with TF's words)."""
+    and count, and whose VarLenFeatures hold the right list or none, built from the protobuf
+    message; None otherwise, for the general path to handle (defaults, sequence features,
+    errors with TF's words)."""
     example, _, decode_error = _PROTOBUF or _protobuf()
     try:
         fmap = example.FromString(data).features.feature
@@ -885,6 +886,16 @@ def _parse_single_plain(data, features):
         return None
     out = {}
     for feature in features:
+        if feature.kind == _VAR:
+            entry = fmap.get(feature.key)
+            kind = None if entry is None else entry.WhichOneof("kind")
+            if kind is None:  # absent, or a Feature with no list: no values
+                out[feature.key] = _sparse_1d(np.empty(0, dtype=feature.dtype))
+            elif kind == feature.list_name:
+                out[feature.key] = _sparse_1d(feature.values(getattr(entry, kind).value))
+            else:
+                return None
+            continue
         entry = fmap.get(feature.key) if feature.kind == _FIXED else None
         if entry is None or entry.WhichOneof("kind") != feature.list_name:
             return None

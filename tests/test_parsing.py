@@ -767,3 +767,17 @@ def test_ragged_records_take_the_bulk_walk(monkeypatch):
     out = qp.io.parse_example(records, spec)
     assert out["label"].tolist() == list(range(64))
     assert out["tokens"].row_lengths().tolist() == [i % 9 for i in range(64)]
+
+
+@given(_ragged_batches())
+def test_parse_single_example_equals_the_general_path_record_by_record(batch):
+    records, spec = batch
+    for record in records:
+        general = _outcome([record], spec, False)
+        try:
+            single = qp.io.parse_single_example(record, spec)
+        except InvalidArgumentError as e:
+            assert general == str(e)
+            continue
+        assert not isinstance(general, str), general
+        _assert_equal_outputs(single, {k: parsing._unbatch(v) for k, v in general.items()})
