@@ -68,6 +68,16 @@ def as_sparse(value: Any, dtype: np.dtype, what: str) -> SparseValue:
     """
     try:
         indices, values, dense_shape = value
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"{what}: not a sparse value (indices, values, "
+                                   f"dense_shape): {value!r:.60}") from None
+    if type(indices) is np.ndarray and type(values) is np.ndarray \
+            and type(dense_shape) is np.ndarray and indices.dtype == np.int64 \
+            and values.dtype == dtype and dense_shape.dtype == np.int64 \
+            and indices.ndim == 2 and values.ndim == 1 and dense_shape.ndim == 1 \
+            and indices.shape == (len(values), len(dense_shape)):
+        return SparseValue(indices.copy(), values.copy(), dense_shape.copy())  # as parsed
+    try:
         dense_shape = np.array(dense_shape, dtype=np.int64).reshape(-1)
         indices = np.array(indices, dtype=np.int64).reshape(-1, len(dense_shape))
         if dtype.kind == "O":

@@ -75,3 +75,12 @@ def test_as_sparse_checks_the_parts_fit():
         sparse.as_sparse(([[0], [1]], [1], [2]), np.dtype(np.int64), "c")
     value = sparse.as_sparse(([[0]], ["é"], [1]), qp.string, "c")
     assert value.values.tolist() == ["é".encode()]
+
+
+def test_as_sparse_refuses_what_is_not_three_parts_and_copies_what_it_keeps():
+    with pytest.raises(InvalidArgumentError, match=r"^c: not a sparse value"):
+        sparse.as_sparse(5, np.dtype(np.int64), "c")
+    given = SparseValue(np.array([[0]]), np.array([7]), np.array([1]))
+    kept = sparse.as_sparse(given, np.dtype(np.int64), "c")
+    given.values[0] = 8
+    assert kept.values.tolist() == [7]
