@@ -14,8 +14,9 @@ from queuepipe.dtypes import (  # noqa: A004 - TF's dtype names, bool among them
     uint8, uint16, uint32, uint64,
 )
 from queuepipe.errors import (
-    AbortedError, CancelledError, DataLossError, DeadlineExceededError, InvalidArgumentError,
-    NotFoundError, OutOfRangeError, QueuePipeError,
+    AbortedError, CancelledError, DataLossError, DeadlineExceededError,
+    FailedPreconditionError, InvalidArgumentError, NotFoundError, OutOfRangeError,
+    QueuePipeError,
 )
 
 __version__ = "0.1.0"

@@ -14,6 +14,7 @@ __all__ = [
     "DeadlineExceededError",
     "AbortedError",
     "NotFoundError",
+    "FailedPreconditionError",
 ]
 
 
@@ -80,3 +81,11 @@ class AbortedError(QueuePipeError):
 
 class NotFoundError(QueuePipeError, FileNotFoundError):
     """A file or pattern named by the caller does not exist (or no longer does)."""
+
+
+class FailedPreconditionError(QueuePipeError, ValueError):
+    """An object was used in a state that does not allow the call: the caller's fault.
+
+    Raised by a ``TFRecordWriter`` written to or flushed after ``close()``, as TF raises it.
+    (Also a ``ValueError``, which queuepipe raised there before.)
+    """

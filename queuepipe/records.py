@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from queuepipe.errors import DataLossError
+from queuepipe.errors import DataLossError, FailedPreconditionError
 from queuepipe.remote import open_file
 
 __all__ = ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions", "TFRecordCompressionType"]
@@ -360,7 +360,7 @@ class TFRecordWriter:
         """Appends one record (bytes; a str is written as UTF-8).
 
         Raises:
-          ValueError: the writer is closed.
+          FailedPreconditionError: the writer is closed (also a ValueError).
         """
         if isinstance(record, str):
             record = record.encode("utf-8")
@@ -368,7 +368,9 @@ class TFRecordWriter:
 
     def _write(self, data: bytes) -> None:
         if self._file is None:
-            raise ValueError(f"write to a closed TFRecordWriter for '{self._path}'")
+            raise FailedPreconditionError(
+                f"write to a closed TFRecordWriter for '{self._path}': the file is already "
+                f"closed")
         if self._compressor is not None:
             data = self._compressor.compress(data)
         self._file.write(data)
@@ -376,7 +378,9 @@ class TFRecordWriter:
     def flush(self) -> None:
         """Pushes everything written so far to the file (a compressed stream is sync-flushed)."""
         if self._file is None:
-            raise ValueError(f"flush of a closed TFRecordWriter for '{self._path}'")
+            raise FailedPreconditionError(
+                f"flush of a closed TFRecordWriter for '{self._path}': the file is already "
+                f"closed")
         if self._compressor is not None:
             self._file.write(self._compressor.flush(zlib.Z_SYNC_FLUSH))
         self._file.flush()

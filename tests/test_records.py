@@ -363,10 +363,12 @@ def test_writer_flush_close_and_misuse(tmp_path):
     assert read_all(path) == [b"first", "zweite \u00e4".encode()]
     w.close()
     w.close()  # idempotent
-    with pytest.raises(ValueError, match=r"^write to a closed TFRecordWriter for '.*w\.tfrecord'$"):
+    with pytest.raises(qp.errors.FailedPreconditionError,
+                       match=r"^write to a closed TFRecordWriter for '.*w\.tfrecord': the file "
+                             r"is already closed$"):
         w.write(b"late")
     with pytest.raises(ValueError, match=r"^flush of a closed TFRecordWriter"):
-        w.flush()
+        w.flush()  # a FailedPreconditionError is a ValueError too, as before
 
 
 def test_gzip_flush_makes_the_records_so_far_readable(tmp_path):
