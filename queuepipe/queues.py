@@ -1119,7 +1119,8 @@ class QueueBase:
         queue can ever hold at once, elements are taken as they arrive.
 
         Args:
-          n: the batch size, a positive int.
+          n: the batch size, a non-negative int (0 gives an empty batch at once, when every
+            component's shape is known).
           timeout: seconds to wait; ``None`` waits forever.
 
         Returns:
@@ -1130,7 +1131,7 @@ class QueueBase:
           OutOfRangeError: the queue is closed with fewer than ``n`` elements left. Every
             element stays in the queue, in order.
           DeadlineExceededError: ``timeout`` ran out; nothing was dequeued.
-          InvalidArgumentError: ``n`` is not a positive int, or components of unknown shape
+          InvalidArgumentError: ``n`` is negative or not an int, or components of unknown shape
             differ in shape and cannot be stacked (the elements stay in the queue).
           Exception: a copy of the exception given to :meth:`abort`, as for :meth:`dequeue`.
         """
@@ -1143,7 +1144,7 @@ class QueueBase:
         closed it returns whatever is left, between 1 and ``n`` elements, without waiting.
 
         Args:
-          n: the largest batch size, a positive int.
+          n: the largest batch size, a non-negative int (as for :meth:`dequeue_many`).
           timeout: seconds to wait; ``None`` waits forever.
 
         Returns:
@@ -1159,9 +1160,11 @@ class QueueBase:
 
     def _dequeue_batch(self, n: int, timeout: Optional[float], op: str,
                        allow_smaller: bool) -> Any:
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-            raise InvalidArgumentError(f"{op}: n must be a positive int, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise InvalidArgumentError(f"{op}: n must be a non-negative int, got {n!r}")
         n = int(n)
+        if n == 0:
+            return self._empty_batch(op)
         # If n (plus what must stay behind) never fits at once, take elements as they come.
         piecemeal = n + self._min_after() > self._capacity
         chunks: List[List[np.ndarray]] = []
@@ -1198,6 +1201,17 @@ class QueueBase:
                 raise
             self._dequeued += got
         return self._structure(batch)
+
+    def _empty_batch(self, op: str) -> Any:
+        """A batch of no element, as TF's ``dequeue_many(0)`` gives one: possible only when
+        every component's shape is known."""
+        shapes = [self._dense_shape(i) for i in range(len(self._dtypes or ()))]
+        if not shapes or any(shape is None for shape in shapes):
+            raise InvalidArgumentError(
+                f"Queue '{self._name}': {op}(0) requires the components to have specified "
+                f"shapes, got {[_fmt_shape(s) for s in (self._shapes or [None])]}")
+        return self._structure([np.empty((0,) + shape, dtype=dtype)
+                                for shape, dtype in zip(shapes, self._dtypes)])
 
     def _restore(self, chunks: List[List[np.ndarray]], got: int) -> None:
         raw = chunks[0] if len(chunks) == 1 else [np.concatenate(p) for p in zip(*chunks)]

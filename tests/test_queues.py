@@ -928,13 +928,25 @@ def test_stats_count_elements_and_waiting():
     assert stats["consumer_wait_secs"] > 0 and stats["producer_wait_secs"] > 0
 
 
-@pytest.mark.parametrize("n", [0, -2, 1.0])
-def test_batch_size_must_be_a_positive_int(n):
+@pytest.mark.parametrize("n", [-2, 1.0, True])
+def test_batch_size_must_be_a_non_negative_int(n):
     q = qp.FIFOQueue(3, [qp.int64])
     with pytest.raises(InvalidArgumentError,
-                       match=rf"^dequeue_many: n must be a positive int, "
+                       match=rf"^dequeue_many: n must be a non-negative int, "
                              rf"got {re.escape(repr(n))}$"):
         q.dequeue_many(n)
+
+
+@pytest.mark.parametrize("op", ["dequeue_many", "dequeue_up_to"])
+def test_dequeuing_zero_elements_gives_an_empty_batch_when_shapes_are_known(op):
+    # TF's fifo_queue_test: an empty [0, ...] batch at once, from an empty queue too
+    q = qp.FIFOQueue(3, [qp.int64, qp.float32], shapes=[[], [2]])
+    ids, rows = getattr(q, op)(0)
+    assert (ids.shape, ids.dtype, rows.shape, rows.dtype) == ((0,), np.int64, (0, 2), np.float32)
+    unknown = qp.FIFOQueue(3, [qp.int64])
+    with pytest.raises(InvalidArgumentError, match=rf"{op}\(0\) requires the components to "
+                                                   rf"have specified shapes"):
+        getattr(unknown, op)(0)
 
 
 # -- a model check ---------------------------------------------------------------------------
