@@ -172,6 +172,11 @@ def _let_holder_finish(lock: Any) -> None:
         time.sleep(0)
 
 
+class _DtypeError(InvalidArgumentError, TypeError):
+    """A value that does not convert to its component's dtype (1.5 for an int64 priority):
+    an InvalidArgumentError, and a TypeError as TF raises there."""
+
+
 def _unique_name(base: str) -> str:
     """``base``, then ``base_1``, ``base_2``, ... process-wide, like TF's graph op names."""
     with _name_lock:
@@ -186,6 +191,8 @@ def _as_shape(shape: Any, index: int) -> Optional[Tuple[Optional[int], ...]]:
         return None
     if hasattr(shape, "as_list"):  # a TensorShape-like object
         shape = shape.as_list()
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = [shape]  # as TF's as_shape: a bare 2 is the shape [2]
     try:
         dims = tuple(shape)
     except TypeError:
@@ -649,7 +656,7 @@ class QueueBase:
                 else:  # Python numbers: NumPy rejects the out-of-range ones
                     arr = np.asarray(value, dtype=dtype)
         except (TypeError, ValueError, OverflowError) as e:
-            raise InvalidArgumentError(
+            raise _DtypeError(
                 f"Queue '{self._name}' component {self._label(i)}: expected dtype {dtype}, "
                 f"got {_short(value)} ({e})") from None
         return arr
@@ -1589,6 +1596,11 @@ class PaddingFIFOQueue(FIFOQueue):
         if shapes is None:
             raise InvalidArgumentError(
                 "PaddingFIFOQueue requires shapes (None for a dimension to pad), got None")
+        if not isinstance(shapes, (list, tuple)) or not shapes or any(
+                shape is None or isinstance(shape, (int, np.integer)) for shape in shapes):
+            raise InvalidArgumentError(  # as TF: a flat [None] is no list of shapes
+                f"When providing partial shapes, a list of shapes must be provided: "
+                f"PaddingFIFOQueue needs one shape per component, got {shapes!r}")
         super().__init__(capacity, dtypes, shapes, names, name)
         for i, shape in enumerate(self._shapes):
             if shape is None:

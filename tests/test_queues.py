@@ -271,9 +271,17 @@ def test_declarations_must_agree_in_length():
 def test_padding_queue_requires_shapes_of_known_rank():
     with pytest.raises(InvalidArgumentError, match=r"^PaddingFIFOQueue requires shapes"):
         qp.PaddingFIFOQueue(3, [qp.int64], None)
-    with pytest.raises(InvalidArgumentError,
-                       match=r"^PaddingFIFOQueue needs the rank of every component: shapes\[1\]"):
-        qp.PaddingFIFOQueue(3, [qp.int64, qp.int64], [[None], None])
+    for shapes in ([[None], None], [None], [2]):  # TF's ValueError for each (unknown rank)
+        with pytest.raises(InvalidArgumentError, match=r"^When providing partial shapes, a "
+                                                       r"list of shapes must be provided"):
+            qp.PaddingFIFOQueue(3, [qp.int64] * len(shapes), shapes)
+
+
+def test_a_bare_int_among_the_shapes_is_a_one_dimensional_shape():
+    q = qp.FIFOQueue(3, [qp.int64, qp.int64], shapes=((), (2)))  # (2) is the int 2, as in TF
+    assert q.shapes == [(), (2,)]
+    q.enqueue((1, [2, 3]))
+    assert q.dequeue()[1].tolist() == [2, 3]
 
 
 def test_priority_must_be_an_int64_scalar():
@@ -282,6 +290,8 @@ def test_priority_must_be_an_int64_scalar():
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' component 0: expected dtype int64, got 1\.5"):
         q.enqueue((1.5, b"x"))
+    with pytest.raises(TypeError):  # what TF raises for a non-integer priority
+        q.enqueue((2.5, b"x"))
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' component 0: expected shape \[\], got shape \[2\]$"):
         q.enqueue(([1, 2], b"x"))
