@@ -1112,12 +1112,16 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
                 raise TypeError(f"decode_raw: element {index} is {type(item).__name__}, "
                                 f"not bytes")
     if fixed_length is not None:
+        if isinstance(fixed_length, bool) or not isinstance(fixed_length, (int, np.integer)) \
+                or fixed_length <= 0:
+            raise InvalidArgumentError(f"fixed_length must be a positive int, as TF requires, "
+                                       f"got {fixed_length!r}")
         if fixed_length % dtype.itemsize:
             raise InvalidArgumentError(
                 f"fixed_length ({fixed_length}) must be a multiple of the size of out_type "
                 f"({dtype.itemsize} bytes for {dtype})")
         items = [bytes(item[:fixed_length]).ljust(fixed_length, b"\0") for item in items]
-    length = len(items[0]) if items else 0
+    length = len(items[0]) if items else (fixed_length or 0)  # no input: TF's [0, n] shape
     lengths = np.fromiter(map(len, items), dtype=np.intp, count=len(items))
     if (lengths != length).any():
         index = int(np.flatnonzero(lengths != length)[0])

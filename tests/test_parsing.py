@@ -781,3 +781,11 @@ def test_parse_single_example_equals_the_general_path_record_by_record(batch):
             continue
         assert not isinstance(general, str), general
         _assert_equal_outputs(single, {k: parsing._unbatch(v) for k, v in general.items()})
+
+
+def test_decode_raw_of_no_input_keeps_the_fixed_length_and_refuses_a_length_of_zero():
+    out = qp.io.decode_raw(np.array([], dtype=object), qp.int32, fixed_length=8)
+    assert (out.shape, out.dtype) == ((0, 2), np.int32)  # TF's shape: [0, 8 / 4]
+    for bad in (0, -4, 2.0):
+        with pytest.raises(InvalidArgumentError, match=r"^fixed_length must be a positive int"):
+            qp.io.decode_raw([b"abcd"], qp.int32, fixed_length=bad)
