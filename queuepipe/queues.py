@@ -649,6 +649,8 @@ class QueueBase:
         try:
             arr = np.asarray(value)
             if arr.dtype != dtype:
+                if arr.size == 0 and not isinstance(value, np.ndarray):
+                    return np.asarray(value, dtype=dtype)  # [] converts to any dtype, as in TF
                 if arr.dtype.kind not in _CASTABLE_KINDS[dtype.kind]:
                     raise TypeError(f"a value of dtype {arr.dtype}")
                 if isinstance(value, np.ndarray):

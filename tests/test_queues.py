@@ -1156,3 +1156,11 @@ def test_a_component_keeps_the_kind_of_its_first_value():
     fixed = qp.FIFOQueue(4, [qp.int64], shapes=[[2]])
     with pytest.raises(InvalidArgumentError, match=r"holds dense values of a fixed shape"):
         fixed.enqueue(sv(1, 2))
+
+
+def test_enqueue_many_of_empty_lists_converts_them_as_tf_does():
+    q = qp.FIFOQueue(3, [qp.int32, qp.float32])
+    q.enqueue_many(([], []))  # NumPy reads [] as float64: nothing is converted, so it fits
+    assert q.size() == 0
+    with pytest.raises(InvalidArgumentError, match=r"expected dtype int32"):
+        q.enqueue_many((np.zeros(0, np.float64), []))  # an array keeps its dtype's rules
