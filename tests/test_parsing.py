@@ -789,3 +789,17 @@ def test_decode_raw_of_no_input_keeps_the_fixed_length_and_refuses_a_length_of_z
     for bad in (0, -4, 2.0):
         with pytest.raises(InvalidArgumentError, match=r"^fixed_length must be a positive int"):
             qp.io.decode_raw([b"abcd"], qp.int32, fixed_length=bad)
+
+
+@given(st.lists(st.binary(max_size=40), min_size=4, max_size=12), st.integers(0, 3))
+def test_lengths_pointing_past_the_batch_read_as_damage_not_as_an_index_error(junk, where):
+    # an entry, then a key, whose lengths point far past the end of the whole batch: the
+    # vectorized walk must mark the record bad, as the per-record parser reports it
+    body = b"\x0a\xff\xff\xff\x0f\x0a\xff\xff\xff\x0f" + junk[0]
+    damaged = b"\x0a" + bytes([len(body)]) + body
+    records = [make_example({"a": list(range(i)), "b": i}).SerializeToString() + junk[i][:0]
+               for i in range(len(junk))]
+    records.insert(where, damaged)
+    spec = {"a": qp.io.VarLenFeature(qp.int64), "b": qp.io.FixedLenFeature([], qp.int64, 0)}
+    fast, general = _outcome(records, spec, True), _outcome(records, spec, False)
+    assert isinstance(general, str) and fast == general

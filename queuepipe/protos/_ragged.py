@@ -54,6 +54,11 @@ class _Cursor:
                                  dtype=np.uint8)
         self.ok = np.ones(len(records), dtype=bool)
 
+    def at(self, pos):
+        """The bytes at ``pos``; a position past the end (a record already marked bad, whose
+        lengths are garbage) reads the last padding byte instead of failing."""
+        return self.buf[np.minimum(pos, len(self.buf) - 1)]
+
     def payload(self, start, end):
         """The bytes ``[start[i], end[i])`` of every i, concatenated (slices joined: cheaper
         than an index per byte)."""
@@ -65,7 +70,7 @@ class _Cursor:
         """Reads ``tag`` and a varint length at ``pos`` for ``rows``; returns the payload's
         (start, end), marking the rows where the tag differs or the payload passes
         ``limit``."""
-        good = self.buf[pos] == tag
+        good = self.at(pos) == tag
         size, start, done = self.varint(pos + 1)
         end = start + size
         good &= done & (end <= limit)
@@ -79,7 +84,7 @@ class _Cursor:
         done = np.zeros(len(pos), dtype=bool)
         after = pos.copy()
         for k in range(_MAX_VARINT_BYTES):
-            byte = self.buf[pos + k]
+            byte = self.at(pos + k)
             live = ~done
             value[live] |= (byte[live] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
             ended = live & (byte < 0x80)
@@ -121,7 +126,7 @@ def walk(records, keys):
         for key, name in encoded:
             same = (key_end - key_start) == len(name)
             for j, byte in enumerate(name.tolist()):
-                same &= cursor.buf[np.minimum(key_start + j, len(cursor.buf) - 1)] == byte
+                same &= cursor.at(key_start + j) == byte
             hit = live[same]
             cursor.ok[hit[found[key][hit] != -1]] = False  # a requested key twice
             _feature(cursor, hit, feature_start[same], feature_end[same], found[key],
@@ -140,7 +145,7 @@ def _feature(cursor, rows, start, end, tags, spans):
     tags[rows[empty]] = 0
     spans[0][rows[empty]] = spans[1][rows[empty]] = 0
     rows, start, end = rows[~empty], start[~empty], end[~empty]
-    tag = cursor.buf[start]
+    tag = cursor.at(start)
     known = np.isin(tag, list(_TAGS))
     cursor.ok[rows[~known]] = False
     body_start, body_end = cursor.expect(rows, start, tag, end)
