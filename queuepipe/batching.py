@@ -363,7 +363,8 @@ class _DeferredQueue:
                     if left <= 0:
                         raise DeadlineExceededError(
                             f"Queue '{self._name}': {op} timed out after {timeout:.3g} s (size "
-                            f"0, capacity {self._capacity}): no element has arrived yet")
+                            f"0, capacity {self._capacity}): no element has arrived yet (Timed "
+                            f"out waiting for notification)")
                     wait = min(wait, left)
                 wait_holding(self._built, self._lock, wait)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -258,6 +258,13 @@ def _shape_ok(shape: Tuple[int, ...], declared: Optional[Tuple[Optional[int], ..
         d is None or d == s for s, d in zip(shape, declared))
 
 
+def _tf_shape(shape: Optional[Tuple[Optional[int], ...]]) -> str:
+    """A shape as TF's messages write it: ``[3,4]``, ``[?,2]``, ``<unknown>``."""
+    if shape is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
 def _fmt_shape(shape: Optional[Tuple[Optional[int], ...]]) -> str:
     if shape is None:
         return "<unknown>"
@@ -436,17 +443,20 @@ class QueueBase:
             if not isinstance(vals, Mapping):
                 raise InvalidArgumentError(
                     f"Queue '{self._name}' has names {self._names}: enqueue a dict with exactly "
-                    f"these keys, got {type(vals).__name__}")
+                    f"these keys, got {type(vals).__name__} (You must enqueue a dictionary in a "
+                    f"Queue with names)")
             missing = [k for k in self._names if k not in vals]
             extra = [k for k in vals if k not in self._names]
             if missing or extra:
                 raise InvalidArgumentError(
                     f"Queue '{self._name}' expects keys {self._names}: missing {missing}, "
-                    f"unexpected {extra}")
+                    f"unexpected {extra} (Keys in dictionary to enqueue do not match names of "
+                    f"Queue)")
             return [vals[k] for k in self._names]
         if isinstance(vals, Mapping):
             raise InvalidArgumentError(
-                f"Queue '{self._name}' has no names: enqueue a tuple of components, not a dict")
+                f"Queue '{self._name}' has no names: enqueue a tuple of components, not a dict "
+                f"(Queue must have names to enqueue a dictionary)")
         count = self._num_components()
         if count == 1:
             return [self._unwrap_single(vals, batched)]
@@ -642,7 +652,8 @@ class QueueBase:
             got = shape[1:] if batched else shape
             raise InvalidArgumentError(
                 f"Queue '{self._name}' component {self._label(i)}: expected shape "
-                f"{_fmt_shape(declared)}, got {what} {_fmt_shape(got)}")
+                f"{_fmt_shape(declared)}, got {what} {_fmt_shape(got)} (Shape mismatch in "
+                f"tuple component {i}. Expected {_tf_shape(declared)}, got {_tf_shape(got)})")
         return arr
 
     def _convert_numeric(self, i: int, value: Any, dtype: np.dtype) -> np.ndarray:
@@ -825,8 +836,8 @@ class QueueBase:
             if remaining <= 0:
                 raise DeadlineExceededError(
                     f"Queue '{self._name}': {op} timed out after {deadline - started:g} s "
-                    f"(size {self._size()}, capacity "
-                    f"{self._capacity})")
+                    f"(size {self._size()}, capacity {self._capacity}; Timed out waiting for "
+                    f"notification)")
         consumer = condition is self._not_empty
         if consumer and self._runners_added and not self._runners_started \
                 and not self._starvation_warned:
@@ -1598,11 +1609,13 @@ class PaddingFIFOQueue(FIFOQueue):
         if shapes is None:
             raise InvalidArgumentError(
                 "PaddingFIFOQueue requires shapes (None for a dimension to pad), got None")
-        if not isinstance(shapes, (list, tuple)) or not shapes or any(
-                shape is None or isinstance(shape, (int, np.integer)) for shape in shapes):
-            raise InvalidArgumentError(  # as TF: a flat [None] is no list of shapes
+        flat = [i for i, shape in enumerate(shapes if isinstance(shapes, (list, tuple)) else ())
+                if shape is None or isinstance(shape, (int, np.integer))]
+        if not isinstance(shapes, (list, tuple)) or not shapes or flat:
+            raise InvalidArgumentError(  # TF's ValueError: a flat [None] is no list of shapes
                 f"When providing partial shapes, a list of shapes must be provided: "
-                f"PaddingFIFOQueue needs one shape per component, got {shapes!r}")
+                f"PaddingFIFOQueue needs the rank of every component: "
+                f"{f'shapes[{flat[0]}] is {shapes[flat[0]]!r}' if flat else f'got {shapes!r}'}")
         super().__init__(capacity, dtypes, shapes, names, name)
         for i, shape in enumerate(self._shapes):
             if shape is None:

@@ -305,7 +305,8 @@ def test_a_shape_mismatch_names_the_component():
     assert next(batches)[0].shape == (2, 3)
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'mixed/fifo_queue' component 0: expected shape \[3\], "
-                             r"got shape \[4\]$") as excinfo:
+                             r"got shape \[4\] \(Shape mismatch in tuple component 0\. "
+                             r"Expected \[3\], got \[4\]\)$") as excinfo:
         next(batches)
     assert isinstance(excinfo.value.__cause__, InvalidArgumentError)
 

@@ -138,11 +138,14 @@ def test_named_queue_rejects_missing_extra_keys_and_tuples():
     q = qp.FIFOQueue(5, [qp.int64, qp.string], names=["id", "text"], name="q")
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' expects keys \['id', 'text'\]: missing \['text'\], "
-                             r"unexpected \[\]$"):
+                             r"unexpected \[\] \(Keys in dictionary to enqueue do not match "
+                             r"names of Queue\)$"):
         q.enqueue({"id": 1})
-    with pytest.raises(InvalidArgumentError, match=r"unexpected \['label'\]$"):
+    with pytest.raises(InvalidArgumentError, match=r"unexpected \['label'\] \(Keys"):
         q.enqueue({"id": 1, "text": b"", "label": 2})
-    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has names \['id', 'text'\]"):
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has names \['id', 'text'\].*"
+                                                   r"\(You must enqueue a dictionary in a "
+                                                   r"Queue with names\)$"):
         q.enqueue((1, b""))
 
 
@@ -150,7 +153,8 @@ def test_wrong_number_of_components():
     q = qp.FIFOQueue(5, [qp.int64, qp.int64], name="q")
     with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has 2 components, got 3 values$"):
         q.enqueue((1, 2, 3))
-    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has no names"):
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' has no names.*\(Queue must "
+                                                   r"have names to enqueue a dictionary\)$"):
         q.enqueue({"a": 1, "b": 2})
 
 
@@ -175,11 +179,13 @@ def test_wrong_shape_is_rejected_with_expected_and_got():
     q = qp.FIFOQueue(5, [qp.float32, qp.int64], shapes=[[2, None], []], name="q")
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' component 0: expected shape \[2, \?\], "
-                             r"got shape \[3, 1\]$"):
+                             r"got shape \[3, 1\] \(Shape mismatch in tuple component 0\. "
+                             r"Expected \[2,\?\], got \[3,1\]\)$"):
         q.enqueue((np.zeros((3, 1)), 1))
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' component 1: expected shape \[\], "
-                             r"got element shape \[2\]$"):
+                             r"got element shape \[2\] \(Shape mismatch in tuple component 1\. "
+                             r"Expected \[\], got \[2\]\)$"):
         q.enqueue_many((np.zeros((4, 2, 1)), np.zeros((4, 2), dtype=np.int64)))
     with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' component 0: enqueue_many needs"):
         q.enqueue_many((1.0, 2))
@@ -293,7 +299,8 @@ def test_priority_must_be_an_int64_scalar():
     with pytest.raises(TypeError):  # what TF raises for a non-integer priority
         q.enqueue((2.5, b"x"))
     with pytest.raises(InvalidArgumentError,
-                       match=r"^Queue 'q' component 0: expected shape \[\], got shape \[2\]$"):
+                       match=r"^Queue 'q' component 0: expected shape \[\], got shape \[2\] "
+                             r"\(Shape mismatch"):
         q.enqueue(([1, 2], b"x"))
 
 
@@ -883,7 +890,9 @@ def test_padding_queue_pads_each_batch_to_its_longest():
 def test_padding_queue_checks_known_dims_and_rank():
     q = qp.PaddingFIFOQueue(3, [qp.int64], shapes=[[None, 2]], name="q")
     with pytest.raises(InvalidArgumentError,
-                       match=r"^Queue 'q' component 0: expected shape \[\?, 2\], got shape \[3\]$"):
+                       match=r"^Queue 'q' component 0: expected shape \[\?, 2\], got shape \[3\] "
+                             r"\(Shape mismatch in tuple component 0\. Expected \[\?,2\], "
+                             r"got \[3\]\)$"):
         q.enqueue(np.array([1, 2, 3]))
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' component 0: expected dtype int64, got an array of "

@@ -34,7 +34,8 @@ CASES = [
               r"shapes has 1$"),
     ("PaddingFIFOQueue unknown rank",
      lambda: qp.PaddingFIFOQueue(4, [qp.int64, qp.int64], shapes=[None, [2]]), INVALID,
-     r"^PaddingFIFOQueue needs the rank of every component: shapes\[0\] is None$"),
+     r"^When providing partial shapes, a list of shapes must be provided: PaddingFIFOQueue "
+     r"needs the rank of every component: shapes\[0\] is None$"),
     # runner and coordinator
     ("non-callable enqueue op",
      lambda: qp.train.QueueRunner(qp.FIFOQueue(2, [qp.int64], name="q_args"), [42]),
