@@ -839,17 +839,7 @@ def test_batches_used_in_a_forked_child_raise_instead_of_hanging():
 
 def counting(limit, sparse_of):
     """A thread-safe producer of ``[c, sparse_of(c), b"string"]`` for c in 0..limit-1."""
-    numbers = iter(range(limit))
-    lock = threading.Lock()
-
-    def produce():
-        with lock:
-            c = next(numbers, None)
-        if c is None:
-            raise OutOfRangeError("counted to the limit")
-        return [np.int64(c), sparse_of(c), b"string"]
-
-    return produce
+    return from_items([[np.int64(c), sparse_of(c), b"string"] for c in range(limit)])
 
 
 def two_values(c):
