@@ -21,7 +21,7 @@ import numpy as np
 
 __all__ = ["RaggedLists", "walk"]
 
-_TAGS = {0x0A: "bytes_list", 0x12: "float_list", 0x1A: "int64_list"}
+_LIST_TAGS = (0x0A, 0x12, 0x1A)  # a Feature's bytes_list, float_list, int64_list
 _MAX_VARINT_BYTES = 10
 
 
@@ -29,7 +29,7 @@ class RaggedLists:
     """One feature's values across the records walked.
 
     Attributes:
-      list_name: per record, the list's tag byte (0x0A, 0x12, 0x1A), 0 for an empty Feature,
+      list_tag: per record, the list's tag byte (0x0A, 0x12, 0x1A), 0 for an empty Feature,
         -1 where the key is absent.
       counts: per record, the number of values.
       values: the values of every record, in record order: int64, float32, or an object
@@ -146,7 +146,7 @@ def _feature(cursor, rows, start, end, tags, spans):
     spans[0][rows[empty]] = spans[1][rows[empty]] = 0
     rows, start, end = rows[~empty], start[~empty], end[~empty]
     tag = cursor.at(start)
-    known = np.isin(tag, list(_TAGS))
+    known = np.isin(tag, _LIST_TAGS)
     cursor.ok[rows[~known]] = False
     body_start, body_end = cursor.expect(rows, start, tag, end)
     cursor.ok[rows[body_end != end]] = False
