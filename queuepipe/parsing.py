@@ -30,6 +30,7 @@ path, so they are the same whichever path saw the record first.
 from __future__ import annotations
 
 import collections
+import decimal
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -1191,10 +1192,35 @@ class _Column:
         if pattern.fullmatch(value):
             number = int(value) if self.dtype.kind == "i" else float(value)
             info = np.iinfo(self.dtype) if self.dtype.kind == "i" else None
+            if self.dtype == _dtypes.float32:
+                return _float32(value, number)
             if info is None or info.min <= number <= info.max:
                 return self.dtype.type(number)
         raise InvalidArgumentError(f"{where} is not a valid {_CSV_DTYPES[self.dtype]}: "
                                    f"{value.decode('utf-8', 'backslashreplace')}")
+
+
+def _float32(text, wide):
+    """The float32 nearest the decimal ``text``, as TF's parser (strtof) gives it.
+
+    Rounding the text to float64 first (``wide``), then to float32, errs only where ``wide``
+    lies exactly halfway between two float32s while the text does not: ``16777217.000000001``
+    is 16777218 in float32, but its float64, 16777217, is a tie that rounds to 16777216.
+    There the text itself decides, compared exactly.
+    """
+    narrow = np.float32(wide)
+    if not np.isfinite(narrow) or float(narrow) == wide:
+        return narrow
+    # (compared as Python floats: NumPy would compare wide in float32, where it is narrow)
+    with np.errstate(over="ignore"):  # past the largest float32: inf, never a midpoint
+        other = np.nextafter(narrow, np.float32(np.inf if wide > float(narrow) else -np.inf))
+    if (float(narrow) + float(other)) / 2 != wide:
+        return narrow
+    exact = decimal.Decimal(text.strip().decode("ascii"))
+    if exact == decimal.Decimal(wide):
+        return narrow  # a true tie: to even, as NumPy rounded it
+    up = exact > decimal.Decimal(wide)
+    return max(narrow, other) if up else min(narrow, other)
 
 
 def _csv_fields(record, delim, use_quote_delim, index):

@@ -804,3 +804,12 @@ def test_lengths_pointing_past_the_batch_read_as_damage_not_as_an_index_error(ju
     spec = {"a": qp.io.VarLenFeature(qp.int64), "b": qp.io.FixedLenFeature([], qp.int64, 0)}
     fast, general = _outcome(records, spec, True), _outcome(records, spec, False)
     assert isinstance(general, str) and fast == general
+
+
+def test_decode_csv_rounds_float32_columns_once_as_tf_does():
+    texts = [b"16777217.000000001", b"-16777217.000000001", b"16777217", b"16777216.999999999",
+             b"3.4028235e38", b"0.1"]
+    (out,) = qp.io.decode_csv(texts, [[1.0]])
+    # strtof's results: the float32 nearest each text (16777217 itself is a tie, to even)
+    assert out.tolist() == [16777218.0, -16777218.0, 16777216.0, 16777216.0,
+                            float(np.float32(3.4028235e38)), float(np.float32(0.1))]
