@@ -1224,9 +1224,14 @@ def _float32(text, wide):
 
 
 def _csv_fields(record, delim, use_quote_delim, index):
-    """Splits one record into its fields, TF's way (quotes double to escape)."""
+    """Splits one record into its fields, TF's way: quotes double to escape, a CR or LF where
+    a field would start is skipped, one inside an unquoted field is an error, and an empty
+    record has no field at all."""
     fields, pos, size = [], 0, len(record)
-    while True:
+    while pos < size:
+        if record[pos] in b"\r\n":
+            pos += 1
+            continue
         if use_quote_delim and record[pos:pos + 1] == b'"':
             field, pos = bytearray(), pos + 1
             while True:
@@ -1251,17 +1256,16 @@ def _csv_fields(record, delim, use_quote_delim, index):
             end = record.find(delim, pos)
             end = size if end < 0 else end
             field = record[pos:end]
-            if use_quote_delim and b'"' in field:
+            if (use_quote_delim and b'"' in field) or b"\r" in field or b"\n" in field:
                 raise InvalidArgumentError(
-                    f"Unquoted fields cannot have quotes inside, in record {index}: {record!r}")
+                    f"Unquoted fields cannot have quotes/CRLFs inside, in record {index}: "
+                    f"{record!r}")
             fields.append(field)
             pos = end
-        if pos >= size:
-            return fields
         pos += 1  # past the delimiter
-        if pos == size:
-            fields.append(b"")
-            return fields
+    if record[-1:] == delim:  # the last field is missing: an empty one
+        fields.append(b"")
+    return fields
 
 
 def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",",

@@ -487,8 +487,21 @@ def test_decode_csv_rules():
     assert qp.decode_csv(['"x"y'], [[""]], use_quote_delim=False)[0].tolist() == [b'"x"y']
     with pytest.raises(ValueError, match=r"^select_cols is not strictly increasing: \[2, 1\]$"):
         qp.decode_csv("a,b,c", [[""], [""]], select_cols=[2, 1])
-    grid = qp.decode_csv(np.array([["1", "2"], ["3", ""]]), [[9]])
-    np.testing.assert_array_equal(grid[0], [[1, 2], [3, 9]])
+    grid = qp.decode_csv(np.array([["1", "2"], ["3", "4"]]), [[9]])
+    np.testing.assert_array_equal(grid[0], [[1, 2], [3, 4]])
+
+
+def test_decode_csv_treats_cr_lf_and_empty_records_as_tf_does():
+    # a CR or LF where a field starts is skipped; inside an unquoted field it is an error;
+    # an empty record has no field (TF's ExtractFields), so one column cannot default it
+    assert [c.tolist() for c in qp.decode_csv([b"\r,2", b"1,\n5"], [[0], [0]])] == [[0, 1],
+                                                                                  [2, 5]]
+    with pytest.raises(InvalidArgumentError, match=r"^Unquoted fields cannot have "
+                                                   r"quotes/CRLFs inside"):
+        qp.decode_csv([b"1\r2,3"], [[0], [0]])
+    with pytest.raises(InvalidArgumentError, match=r"^Expect 1 fields but have 0 in record 1$"):
+        qp.decode_csv([b"7", b""], [[9]])
+    assert qp.decode_csv([b"7,"], [[0], [5]])[1].tolist() == [5]  # a trailing delimiter
 
 
 # --- Fast path == per-record path, on random batches ---------------------------------------
