@@ -123,9 +123,20 @@ class TFRecordOptions:
         :class:`TFRecordCompressionType`.
       compression_level: 0 (none) to 9 (best), or -1/``None`` for zlib's default; only used
         when writing a compressed file.
+      flush_mode: the zlib flush mode after each record written (``zlib.Z_NO_FLUSH``, the
+        default, ``Z_PARTIAL_FLUSH``, ``Z_SYNC_FLUSH``, ``Z_FULL_FLUSH``); a sync flush makes
+        every record readable as soon as it is written, at some cost in size.
+      input_buffer_size, output_buffer_size: accepted as TF takes them; queuepipe sizes its
+        own buffers (1 MiB reads), so they change nothing.
+      window_bits: zlib's window, 8 to 15 (the default); writing only.
+      compression_method: zlib's method; only ``zlib.DEFLATED`` (8) exists.
+      mem_level: zlib's memory level, 1 to 9 (the default, as TF's).
+      compression_strategy: zlib's strategy (``zlib.Z_DEFAULT_STRATEGY``, ``Z_FILTERED``,
+        ``Z_HUFFMAN_ONLY``, ``Z_RLE``, ``Z_FIXED``).
 
     Raises:
-      ValueError: an unknown compression type or a level outside -1..9.
+      ValueError: an unknown compression type, or a zlib setting outside its range (the
+        message names it and the value).
     """
 
     compression_type_map = {
@@ -134,11 +145,24 @@ class TFRecordOptions:
         TFRecordCompressionType.NONE: "",
     }
 
-    def __init__(self, compression_type=None, compression_level: Optional[int] = None):
+    def __init__(self, compression_type=None, compression_level: Optional[int] = None, *,
+                 flush_mode: Optional[int] = None, input_buffer_size: Optional[int] = None,
+                 output_buffer_size: Optional[int] = None, window_bits: Optional[int] = None,
+                 compression_method: Optional[int] = None, mem_level: Optional[int] = None,
+                 compression_strategy: Optional[int] = None):
         self.compression_type = self.get_compression_type_string(compression_type)
         if compression_level is not None and not -1 <= compression_level <= 9:
             raise ValueError(f"compression_level must be -1..9 or None, got {compression_level!r}")
         self.compression_level = compression_level
+        self.flush_mode = _zlib_setting("flush_mode", flush_mode, _FLUSH_MODES)
+        self.input_buffer_size = _zlib_setting("input_buffer_size", input_buffer_size, None)
+        self.output_buffer_size = _zlib_setting("output_buffer_size", output_buffer_size, None)
+        self.window_bits = _zlib_setting("window_bits", window_bits, range(8, 16))
+        self.compression_method = _zlib_setting("compression_method", compression_method,
+                                                (zlib.DEFLATED,))
+        self.mem_level = _zlib_setting("mem_level", mem_level, range(1, 10))
+        self.compression_strategy = _zlib_setting("compression_strategy", compression_strategy,
+                                                  range(0, 5))
 
     @classmethod
     def get_compression_type_string(cls, options) -> str:
@@ -158,8 +182,28 @@ class TFRecordOptions:
         raise ValueError(f'Not a valid compression_type: "{options}"')
 
     def __repr__(self):
+        settings = ", ".join(f"{name}={getattr(self, name)!r}" for name in (
+            "flush_mode", "input_buffer_size", "output_buffer_size", "window_bits",
+            "compression_method", "mem_level", "compression_strategy")
+            if getattr(self, name) is not None)
         return (f"TFRecordOptions(compression_type={self.compression_type!r}, "
-                f"compression_level={self.compression_level!r})")
+                f"compression_level={self.compression_level!r}{', ' if settings else ''}"
+                f"{settings})")
+
+
+_FLUSH_MODES = (zlib.Z_NO_FLUSH, zlib.Z_PARTIAL_FLUSH, zlib.Z_SYNC_FLUSH, zlib.Z_FULL_FLUSH)
+
+
+def _zlib_setting(name: str, value: Optional[int], allowed) -> Optional[int]:
+    """``value`` checked against ``allowed`` (None: any positive int); None stays None."""
+    if value is None:
+        return None
+    ok = isinstance(value, int) and not isinstance(value, bool) and (
+        value in allowed if allowed is not None else value > 0)
+    if not ok:
+        wanted = "a positive int" if allowed is None else f"one of {list(allowed)}"
+        raise ValueError(f"TFRecordOptions: {name} must be {wanted} or None, got {value!r}")
+    return value
 
 
 def _as_options(options) -> TFRecordOptions:
@@ -347,10 +391,13 @@ class TFRecordWriter:
         options = _as_options(options)
         self._file = open_file(self._path, "wb")
         self._compressor = None
+        self._flush_mode = options.flush_mode or zlib.Z_NO_FLUSH
         if options.compression_type:
             level = -1 if options.compression_level is None else options.compression_level
-            wbits = 31 if options.compression_type == "GZIP" else 15
-            self._compressor = zlib.compressobj(level, zlib.DEFLATED, wbits, 9)
+            wbits = options.window_bits or 15
+            self._compressor = zlib.compressobj(
+                level, zlib.DEFLATED, wbits + 16 if options.compression_type == "GZIP" else wbits,
+                options.mem_level or 9, options.compression_strategy or zlib.Z_DEFAULT_STRATEGY)
 
     @property
     def path(self) -> str:
@@ -373,6 +420,8 @@ class TFRecordWriter:
                 f"closed")
         if self._compressor is not None:
             data = self._compressor.compress(data)
+            if self._flush_mode != zlib.Z_NO_FLUSH:
+                data += self._compressor.flush(self._flush_mode)
         self._file.write(data)
 
     def flush(self) -> None:

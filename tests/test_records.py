@@ -556,3 +556,21 @@ def test_a_long_run_is_checked_in_parts_with_short_tables(monkeypatch):
     damaged[45, 14] ^= 1  # in the last part
     assert not _run_checks_out(damaged, 5)
     assert [len(table) for table in tables.values()] == [8]  # for 0..7 frames
+
+
+def test_tf_record_options_takes_tfs_zlib_settings(tmp_path):
+    records = [bytes([i]) * (50 + i) for i in range(20)]
+    plain = write(str(tmp_path / "plain.z"), records, TFRecordOptions("ZLIB"))
+    tuned = TFRecordOptions("GZIP", 6, flush_mode=zlib.Z_SYNC_FLUSH, window_bits=10,
+                            mem_level=8, compression_strategy=zlib.Z_FILTERED,
+                            input_buffer_size=1024, output_buffer_size=2048,
+                            compression_method=zlib.DEFLATED)
+    path = write(str(tmp_path / "tuned.gz"), records, tuned)
+    assert read_all(path, "GZIP") == records == read_all(plain, "ZLIB")
+    assert "window_bits=10" in repr(tuned) and "flush_mode=2" in repr(tuned)
+    with open(path, "rb") as f:  # a sync flush after every record: each ends a deflate block
+        assert f.read().count(b"\x00\x00\xff\xff") >= len(records)
+    for name, bad in [("window_bits", 16), ("mem_level", 0), ("compression_strategy", 9),
+                      ("flush_mode", 4), ("compression_method", 7), ("input_buffer_size", 0)]:
+        with pytest.raises(ValueError, match=rf"^TFRecordOptions: {name} must be .*, got {bad}$"):
+            TFRecordOptions("ZLIB", **{name: bad})
