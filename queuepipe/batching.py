@@ -607,7 +607,7 @@ class Batches:
         pipeline.claim(self._group)
         self._raised: Optional[BaseException] = None
         self._pid = os.getpid()
-        self._finalizer = weakref.finalize(self, _stop_abandoned, self._group)
+        weakref.finalize(self, _stop_abandoned, self._group)  # kept alive by weakref itself
 
     @property
     def queue(self) -> Any:

@@ -50,7 +50,7 @@ _TF_NAME = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "s
 _LIST = {_dtypes.int64: "int64_list", _dtypes.float32: "float_list",
          _dtypes.string: "bytes_list"}
 _LIST_TF_NAME = {"int64_list": "int64", "float_list": "float", "bytes_list": "string"}
-_LIST_TAG = {"bytes_list": 0x0A, "float_list": 0x12, "int64_list": 0x1A}  # in a Feature
+_LIST_TAG = {name: tag for tag, name in _layout._LIST_NAMES.items()}  # in a Feature
 _VALUES_WORD = {_dtypes.int64: "int64", _dtypes.float32: "float", _dtypes.string: "bytes"}
 _LITTLE_FLOAT32 = np.dtype("<f4")  # how a float_list stores its values
 _frombuffer = np.frombuffer  # called with positional arguments: keywords cost NumPy a third more

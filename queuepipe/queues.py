@@ -258,17 +258,11 @@ def _shape_ok(shape: Tuple[int, ...], declared: Optional[Tuple[Optional[int], ..
         d is None or d == s for s, d in zip(shape, declared))
 
 
-def _tf_shape(shape: Optional[Tuple[Optional[int], ...]]) -> str:
-    """A shape as TF's messages write it: ``[3,4]``, ``[?,2]``, ``<unknown>``."""
+def _fmt_shape(shape: Optional[Tuple[Optional[int], ...]], sep: str = ", ") -> str:
+    """``[3, ?]``, or with ``sep=","`` as TF's messages write it: ``[3,?]``."""
     if shape is None:
         return "<unknown>"
-    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _fmt_shape(shape: Optional[Tuple[Optional[int], ...]]) -> str:
-    if shape is None:
-        return "<unknown>"
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+    return "[" + sep.join("?" if d is None else str(d) for d in shape) + "]"
 
 
 class QueueBase:
@@ -653,7 +647,8 @@ class QueueBase:
             raise InvalidArgumentError(
                 f"Queue '{self._name}' component {self._label(i)}: expected shape "
                 f"{_fmt_shape(declared)}, got {what} {_fmt_shape(got)} (Shape mismatch in "
-                f"tuple component {i}. Expected {_tf_shape(declared)}, got {_tf_shape(got)})")
+                f"tuple component {i}. Expected {_fmt_shape(declared, ',')}, got "
+                f"{_fmt_shape(got, ',')})")
         return arr
 
     def _convert_numeric(self, i: int, value: Any, dtype: np.dtype) -> np.ndarray:

@@ -295,12 +295,6 @@ class RunnerGroup:
         self._stopped = False
 
     @property
-    def runners(self) -> List[QueueRunner]:
-        """The runners of this group."""
-        with self._lock:
-            return list(self._runners)
-
-    @property
     def started(self) -> bool:
         """True once threads of this group's runners were created."""
         with self._lock:

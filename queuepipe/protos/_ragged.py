@@ -19,9 +19,11 @@ caller rejects afterwards; the others come back as flat values and counts per fe
 
 import numpy as np
 
+from queuepipe.protos._layout import _LIST_NAMES
+
 __all__ = ["RaggedLists", "walk"]
 
-_LIST_TAGS = (0x0A, 0x12, 0x1A)  # a Feature's bytes_list, float_list, int64_list
+_LIST_TAGS = tuple(_LIST_NAMES)  # a Feature's bytes_list, float_list, int64_list
 _MAX_VARINT_BYTES = 10
 
 
