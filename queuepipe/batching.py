@@ -64,13 +64,15 @@ import numpy as np
 
 from queuepipe import dtypes as _dtypes
 from queuepipe import sparse
+from queuepipe._elements import unique_name
+from queuepipe._queue_base import wait_holding
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgumentError, \
     NotFoundError, OutOfRangeError
 from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
 from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
-    _ArrivalPoolShuffleQueue, _unique_name, wait_holding
+    _ArrivalPoolShuffleQueue
 from queuepipe.readers import ReaderBase, TFRecordReader
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
     start_queue_runners
@@ -97,7 +99,7 @@ _GROUP_SIZE = 128
 
 def _scope(name: Optional[str], default: str) -> str:
     """``name``, or ``default``, ``default_1``, ... unique in the process, like TF's scopes."""
-    return name if name is not None else _unique_name(default)
+    return name if name is not None else unique_name(default)
 
 
 # -- argument checks ------------------------------------------------------------------------
@@ -264,7 +266,7 @@ class _DeferredQueue:
         self._dynamic_pad = dynamic_pad
         self._capacity = capacity
         self._name = name
-        self._lock = threading.RLock()  # for its C-level owner: see queues.wait_holding
+        self._lock = threading.RLock()  # for its C-level owner: see _queue_base.wait_holding
         # Announces that the real queue exists.
         self._built = threading.Condition(self._lock)
         self._queue: Any = None
@@ -531,7 +533,7 @@ class _EnqueueOp:
                 if self._stage is None:
                     real = self._queue._real(vals)
                     self._stage = real._add_stage()
-                self._stage.append(real._element(vals))
+                self._stage.append(real._spec.element(vals))
                 if real._needs:  # a dequeue waits: it may go on with what is staged
                     real._staged(self._stage)
                 if real._closed:  # stopping: put (or drop) what is staged now, not later

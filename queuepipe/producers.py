@@ -35,8 +35,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from queuepipe import dtypes
+from queuepipe._elements import unique_name
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
-from queuepipe.queues import FIFOQueue, _unique_name
+from queuepipe.queues import FIFOQueue
 from queuepipe.remote import glob
 from queuepipe.runner import QueueRunner, add_queue_runner
 
@@ -211,7 +212,7 @@ def _producer(items: Union[np.ndarray, Callable[[], np.ndarray]], dtype: Any,
     capacity = _check_capacity(capacity)
     seed = _check_seed(seed)
     queue = FIFOQueue(capacity, dtypes=[dtype], shapes=[element_shape],
-                      name=name if name is not None else _unique_name("input_producer"))
+                      name=name if name is not None else unique_name("input_producer"))
     feeder = _EpochFeeder(queue, items, num_epochs, shuffle, seed)
     add_queue_runner(QueueRunner(queue, [feeder], cancel_op=cancel_op))
     return queue

@@ -20,13 +20,14 @@ number of elements, then the largest extent of each dimension. :func:`split` und
 from __future__ import annotations
 
 import collections
-from typing import Any, List, Sequence
+import operator
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "as_sparse", "stack", "split", "select", "batch_size"]
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -60,7 +61,8 @@ class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "d
 
 
 def as_sparse(value: Any, dtype: np.dtype, what: str) -> SparseValue:
-    """``value`` (a SparseValue or a 3-sequence of its fields) as a SparseValue of new arrays:
+    """``value`` (a SparseValue or a 3-sequence of its fields) as a SparseValue (the given
+    arrays where they fit, new ones where converted; queues copy what they store):
     int64 ``indices [N, rank]``, ``values [N]`` of ``dtype``, int64 ``dense_shape [rank]``.
 
     Raises:
@@ -76,7 +78,8 @@ def as_sparse(value: Any, dtype: np.dtype, what: str) -> SparseValue:
             and values.dtype == dtype and dense_shape.dtype == np.int64 \
             and indices.ndim == 2 and values.ndim == 1 and dense_shape.ndim == 1 \
             and indices.shape == (len(values), len(dense_shape)):
-        return SparseValue(indices.copy(), values.copy(), dense_shape.copy())  # as parsed
+        return value if type(value) is SparseValue else \
+            SparseValue(indices, values, dense_shape)  # as parsed: nothing to convert
     try:
         dense_shape = np.array(dense_shape, dtype=np.int64).reshape(-1)
         indices = np.array(indices, dtype=np.int64).reshape(-1, len(dense_shape))
@@ -100,35 +103,94 @@ def batch_size(value: SparseValue) -> int:
     return int(value.dense_shape[0]) if len(value.dense_shape) else 0
 
 
-def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str) -> SparseValue:
-    """One batched SparseValue of ``items`` (elements of one rank), as ``tf.train.batch``.
+class Rows:
+    """A batch of sparse elements held flat: what a queue stores and moves for a sparse
+    component, so that a batch is a slice and a concatenate, never a Python object per element.
+
+    Attributes:
+      values: ``[N]``, every element's values, element after element.
+      inner: int64 ``[N, rank]``, each value's index inside its element.
+      lengths: int64 ``[n]``, how many values each element has.
+      shapes: int64 ``[n, rank]``, each element's ``dense_shape``.
+    """
+
+    __slots__ = ("values", "inner", "lengths", "shapes")
+
+    def __init__(self, values: np.ndarray, inner: np.ndarray, lengths: np.ndarray,
+                 shapes: np.ndarray) -> None:
+        self.values, self.inner, self.lengths, self.shapes = values, inner, lengths, shapes
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: Any) -> Any:
+        """Element ``index`` as a SparseValue, or the Rows a slice (step 1) selects."""
+        if not isinstance(index, slice):
+            return self.element(operator.index(index))
+        start, stop, _ = index.indices(len(self.lengths))
+        stop = max(start, stop)
+        first = int(self.lengths[:start].sum())
+        last = first + int(self.lengths[start:stop].sum())
+        return Rows(self.values[first:last], self.inner[first:last], self.lengths[start:stop],
+                    self.shapes[start:stop])
+
+    @staticmethod
+    def concat(parts: Sequence["Rows"]) -> "Rows":
+        """The elements of ``parts``, one after another."""
+        return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in Rows.__slots__))
+
+    def __iter__(self) -> Iterator[SparseValue]:
+        return (self.element(j) for j in range(len(self.lengths)))
+
+    def element(self, j: int) -> SparseValue:
+        """Element ``j`` as a SparseValue of its own arrays."""
+        if not -len(self.lengths) <= j < len(self.lengths):
+            raise IndexError(f"element {j} of {len(self.lengths)}")
+        j %= len(self.lengths)
+        first = int(self.lengths[:j].sum())
+        last = first + int(self.lengths[j])
+        return SparseValue(self.inner[first:last].copy(), self.values[first:last].copy(),
+                           self.shapes[j].copy())
+
+    def to_sparse(self) -> SparseValue:
+        """The batched SparseValue, as ``tf.train.batch`` makes it: the element's number
+        before each index, ``dense_shape`` the number of elements and the largest extent of
+        each dimension."""
+        n, rank = self.shapes.shape
+        rows = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
+        indices = np.empty((len(rows), rank + 1), dtype=np.int64)
+        indices[:, 0] = rows
+        indices[:, 1:] = self.inner
+        extent = self.shapes.max(axis=0) if n else np.zeros(rank, dtype=np.int64)
+        return SparseValue(indices, self.values, np.concatenate([[n], extent]).astype(np.int64))
+
+
+def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
+          rank: Optional[int] = None) -> Rows:
+    """The elements ``items`` (SparseValues of one rank, ``rank`` when given) as Rows.
 
     Raises:
       InvalidArgumentError: the elements differ in rank, naming ``what``.
     """
-    indices, values, shapes = zip(*items) if len(items) else ((), (), ())
-    distinct = {id(shape): shape for shape in shapes}  # split elements share theirs
-    ranks = {len(shape) for shape in distinct.values()}
+    if not len(items):
+        rank = 1 if rank is None else rank
+        return Rows(np.zeros(0, dtype=dtype), np.zeros((0, rank), dtype=np.int64),
+                    np.zeros(0, dtype=np.int64), np.zeros((0, rank), dtype=np.int64))
+    indices, values, shapes = zip(*items)
+    ranks = {len(shape) for shape in shapes} | ({rank} if rank is not None else set())
     if len(ranks) > 1:
         raise InvalidArgumentError(f"{what}: cannot batch sparse values of ranks "
                                    f"{sorted(ranks)}")
-    rank = ranks.pop() if ranks else 1
+    rank = ranks.pop()
     lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(items))
-    rows = np.repeat(np.arange(len(items), dtype=np.int64), lengths)
-    if len(items):
-        inner = np.concatenate(indices)
-        values = np.concatenate(values)
-        extent = np.max(np.stack(list(distinct.values())), axis=0)
-    else:
-        inner = np.zeros((0, rank), dtype=np.int64)
-        values = np.zeros(0, dtype=dtype)
-        extent = np.zeros(rank, dtype=np.int64)
-    indices = np.concatenate([rows[:, None], inner.reshape(-1, rank)], axis=1)
-    return SparseValue(indices, values, np.concatenate([[len(items)], extent]).astype(np.int64))
+    inner = np.concatenate(indices).reshape(-1, rank) if len(items) > 1 else indices[0]
+    return Rows(np.concatenate(values) if len(items) > 1 else values[0], inner, lengths,
+                np.array(shapes, dtype=np.int64).reshape(len(items), rank))
 
 
-def split(value: SparseValue, what: str) -> List[SparseValue]:
-    """The elements of a batched SparseValue, split along its first index column.
+def split(value: SparseValue, what: str) -> Rows:
+    """The elements of a batched SparseValue, split along its first index column: element
+    ``i`` has the values of batch row ``i``, that column dropped, and ``dense_shape[1:]``.
 
     Raises:
       InvalidArgumentError: ``value`` has rank 0, or an index lies outside its dense shape.
@@ -146,12 +208,10 @@ def split(value: SparseValue, what: str) -> List[SparseValue]:
         rows, inner, values = rows[order], value.indices[order, 1:], value.values[order]
     else:
         inner, values = value.indices[:, 1:], value.values
-    bounds = np.searchsorted(rows, np.arange(n + 1)).tolist()
-    shape = value.dense_shape[1:].copy()
-    shape.flags.writeable = False  # one array for every element: nobody may change it
-    make = SparseValue._make
-    return [make((inner[start:stop], values[start:stop], shape))
-            for start, stop in zip(bounds[:-1], bounds[1:])]
+    lengths = np.bincount(rows, minlength=n).astype(np.int64) if n else \
+        np.zeros(0, dtype=np.int64)
+    shapes = np.broadcast_to(value.dense_shape[1:], (n, len(value.dense_shape) - 1))
+    return Rows(values, np.ascontiguousarray(inner), lengths, shapes)
 
 
 def select(value: SparseValue, mask: np.ndarray) -> SparseValue:

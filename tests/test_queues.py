@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queuepipe as qp
-from queuepipe import queues
+from queuepipe import _queue_base, queues
 from queuepipe.errors import (
     CancelledError, DataLossError, DeadlineExceededError, InvalidArgumentError, OutOfRangeError,
 )
@@ -826,7 +826,7 @@ def test_abort_with_an_uncopyable_exception_raises_the_original():
 
 
 def test_warns_once_when_no_runner_was_started(monkeypatch):
-    monkeypatch.setattr(queues, "STARVATION_WARNING_SECS", 0.05)
+    monkeypatch.setattr(_queue_base, "STARVATION_WARNING_SECS", 0.05)
     q = qp.FIFOQueue(2, [qp.int64], name="q")
     q._runner_added()
     q._runner_added()
@@ -844,7 +844,7 @@ def test_warns_once_when_no_runner_was_started(monkeypatch):
 
 
 def test_warning_keeps_waiting_and_the_dequeue_still_succeeds(monkeypatch):
-    monkeypatch.setattr(queues, "STARVATION_WARNING_SECS", 0.05)
+    monkeypatch.setattr(_queue_base, "STARVATION_WARNING_SECS", 0.05)
     q = qp.FIFOQueue(2, [qp.int64], name="q")
     q._runner_added()
     with pytest.warns(RuntimeWarning, match=r"^dequeue on Queue 'q' has waited"):
@@ -855,7 +855,7 @@ def test_warning_keeps_waiting_and_the_dequeue_still_succeeds(monkeypatch):
 
 @pytest.mark.parametrize("runner", ["started", "none"])
 def test_no_warning_when_a_runner_started_or_none_exists(monkeypatch, runner):
-    monkeypatch.setattr(queues, "STARVATION_WARNING_SECS", 0.05)
+    monkeypatch.setattr(_queue_base, "STARVATION_WARNING_SECS", 0.05)
     q = qp.FIFOQueue(2, [qp.int64])
     if runner == "started":
         q._runner_added()

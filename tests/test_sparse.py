@@ -1,4 +1,4 @@
-"""queuepipe.sparse: SparseValue's helpers, and batching's stack, split and select."""
+"""queuepipe.sparse: SparseValue's helpers, the Rows queues hold, and stack, split, select."""
 
 import numpy as np
 import pytest
@@ -30,7 +30,9 @@ def test_stack_gives_tf_batched_indices_values_and_dense_shape():
     items = [SparseValue(np.array([[0], [1]]), np.array([7, 8]), np.array([2])),
              SparseValue(np.array([[0]]), np.array([9]), np.array([1])),
              SparseValue(np.zeros((0, 1), np.int64), np.zeros(0, np.int64), np.array([0]))]
-    batch = sparse.stack(items, np.dtype(np.int64), "test")
+    rows = sparse.stack(items, np.dtype(np.int64), "test")
+    assert rows.lengths.tolist() == [2, 1, 0] and rows.shapes.tolist() == [[2], [1], [0]]
+    batch = rows.to_sparse()
     assert batch.indices.tolist() == [[0, 0], [0, 1], [1, 0]]
     assert batch.values.tolist() == [7, 8, 9]
     assert batch.dense_shape.tolist() == [3, 2]
@@ -47,10 +49,10 @@ def test_stack_refuses_elements_of_different_ranks():
 @pytest.mark.parametrize("rows", [[[1, 2, 3], [], [4]], [[5]], [[], []], [[1, 2], [3, 4]]])
 def test_split_undoes_stack(rows):
     batch = ragged(rows)
-    elements = sparse.split(batch, "test")
+    elements = list(sparse.split(batch, "test"))
     assert [e.values.tolist() for e in elements] == rows
     assert all(e.dense_shape.tolist() == batch.dense_shape[1:].tolist() for e in elements)
-    again = sparse.stack(elements, np.dtype(np.int64), "test")
+    again = sparse.stack(elements, np.dtype(np.int64), "test").to_sparse()
     assert again.indices.tolist() == batch.indices.tolist()
     assert again.values.tolist() == batch.values.tolist()
 
@@ -77,10 +79,20 @@ def test_as_sparse_checks_the_parts_fit():
     assert value.values.tolist() == ["é".encode()]
 
 
-def test_as_sparse_refuses_what_is_not_three_parts_and_copies_what_it_keeps():
+def test_as_sparse_refuses_what_is_not_three_parts_and_keeps_arrays_that_fit():
     with pytest.raises(InvalidArgumentError, match=r"^c: not a sparse value"):
         sparse.as_sparse(5, np.dtype(np.int64), "c")
     given = SparseValue(np.array([[0]]), np.array([7]), np.array([1]))
-    kept = sparse.as_sparse(given, np.dtype(np.int64), "c")
-    given.values[0] = 8
-    assert kept.values.tolist() == [7]
+    assert sparse.as_sparse(given, np.dtype(np.int64), "c") is given  # the queue copies
+
+
+@pytest.mark.parametrize("cut", [slice(0, 2), slice(1, 3), slice(2, 2), slice(0, 4)])
+def test_rows_slice_concat_and_index_as_lists_do(cut):
+    lists = [[1, 2, 3], [], [4], [5, 6]]
+    rows = sparse.split(ragged(lists), "t")
+    assert [e.values.tolist() for e in rows[cut]] == lists[cut]
+    joined = sparse.Rows.concat([rows[:1], rows[1:]])
+    assert [e.values.tolist() for e in joined] == lists
+    assert rows[-1].values.tolist() == [5, 6]
+    with pytest.raises(IndexError):
+        rows[4]

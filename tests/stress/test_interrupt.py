@@ -127,7 +127,7 @@ def _main_thread_waits_on_a_queue():
     frame = sys._current_frames().get(threading.main_thread().ident)
     while frame is not None:
         code = frame.f_code
-        if code.co_name == "_wait" and code.co_filename.endswith("queues.py"):
+        if code is qp.QueueBase._wait.__code__:
             return True
         frame = frame.f_back
     return False

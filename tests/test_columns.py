@@ -1,0 +1,149 @@
+"""queuepipe._columns, through the queues: sparse components held flat in an arena.
+
+A model-based test drives each queue kind with random enqueues and dequeues of ragged lists and
+compares what leaves with a plain Python model; the others pin the arena's compaction, the
+rank check at the first enqueue, and string values.
+"""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import queuepipe as qp
+from queuepipe import _columns, sparse
+from queuepipe.errors import InvalidArgumentError, OutOfRangeError
+
+
+def sv(values, dtype=np.int64):
+    values = np.array(values, dtype=dtype)
+    return qp.SparseValue(np.arange(len(values), dtype=np.int64)[:, None], values,
+                          np.array([len(values)], dtype=np.int64))
+
+
+def batched(lists):
+    rows = [[i, j] for i, row in enumerate(lists) for j in range(len(row))]
+    return qp.SparseValue(np.array(rows, dtype=np.int64).reshape(-1, 2),
+                          np.array([v for row in lists for v in row], dtype=np.int64),
+                          np.array([len(lists), max(map(len, lists), default=0)]))
+
+
+def lists_of(batch, extents=None):
+    """The element lists of a batched SparseValue, checked against TF's batched form; the
+    batch's extent is the largest of the elements' ``extents`` (their dense_shape[0])."""
+    n = int(batch.dense_shape[0])
+    lengths = batch.row_lengths()
+    assert batch.indices[:, 0].tolist() == np.repeat(np.arange(n), lengths).tolist()
+    assert batch.indices[:, 1].tolist() == [j for length in lengths for j in range(length)]
+    if extents is not None:
+        assert batch.dense_shape[1] == max(extents, default=0)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    return [batch.values[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def make(kind, capacity):
+    if kind == "fifo":
+        return qp.FIFOQueue(capacity, [qp.int64, qp.int64], shapes=[[], None])
+    if kind == "shuffle":
+        return qp.RandomShuffleQueue(capacity, 0, [qp.int64, qp.int64], shapes=[[], None],
+                                     seed=1)
+    return qp.PriorityQueue(capacity, [qp.int64], shapes=[None])
+
+
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("put"), st.lists(st.integers(0, 2 ** 40), max_size=9)),
+    st.tuples(st.just("put_many"), st.lists(st.lists(st.integers(0, 300), max_size=9),
+                                            max_size=7)),
+    st.tuples(st.just("take"), st.integers(1, 6)),
+    st.tuples(st.just("take_one"), st.just(0))), max_size=60)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle", "priority"])
+@settings(max_examples=60)
+@given(ops=OPS)
+def test_sparse_elements_leave_whole_and_in_the_queues_order(kind, ops):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_columns, "_MIN_ARENA", 4)  # compactions and growth within a few ops
+        check_against_the_model(kind, ops)
+
+
+def check_against_the_model(kind, ops):
+    q = make(kind, 64)
+    # The model of what the queue holds: serial number -> (list, extent). An element split
+    # from a batch has the batch's extent, its longest list (TF's dense_shape[1:]).
+    held, serial = {}, 0
+    for op, arg in ops:
+        if op == "put" and len(held) < 64:
+            q.enqueue((serial, sv(arg)))
+            held[serial], serial = (arg, len(arg)), serial + 1
+        elif op == "put_many" and len(held) + len(arg) <= 64:
+            q.enqueue_many((np.arange(serial, serial + len(arg)), batched(arg)))
+            extent = max(map(len, arg), default=0)
+            held.update((serial + j, (row, extent)) for j, row in enumerate(arg))
+            serial += len(arg)
+        elif op == "take" and len(held) >= arg:
+            keys, batch = q.dequeue_many(arg)
+            taken = [held.pop(k) for k in keys.tolist()]
+            assert lists_of(batch, [e for _, e in taken]) == [row for row, _ in taken]
+            if kind != "shuffle":  # FIFO order; the priority is the serial number
+                assert keys.tolist() == sorted(keys.tolist())
+        elif op == "take_one" and held:
+            key, value = q.dequeue()
+            row, extent = held.pop(int(key))
+            assert value.indices.tolist() == [[j] for j in range(len(row))]
+            assert value.values.tolist() == row and value.dense_shape.tolist() == [extent]
+    q.close()
+    rest = Counter()
+    while True:
+        try:
+            keys, batch = q.dequeue_up_to(5)
+        except OutOfRangeError:
+            break
+        for k, values in zip(keys.tolist(), lists_of(batch)):
+            assert values == held[k][0]
+            rest[k] += 1
+    assert rest == Counter(held.keys())  # each element left once
+
+
+def test_the_arena_is_compacted_and_grown_as_elements_come_and_go():
+    q = qp.FIFOQueue(8, [qp.int64], shapes=[None])
+    column = None
+    for i in range(2000):  # about 3000 values a round, 8 held at most: the holes are reused
+        q.enqueue(sv(np.full(i % 5 + 1, i)))
+        if q.size() == 8:
+            batch = q.dequeue_many(5)
+            assert lists_of(batch)[0][0] == i - 7
+        column = q._columns[0]
+    assert isinstance(column, _columns.SparseColumn)
+    assert len(column.values) <= 2 * _columns._MIN_ARENA  # not one slot per value ever put
+    rest = [row[0] for row in lists_of(q.dequeue_many(q.size()))]
+    assert rest == list(range(2000 - len(rest), 2000))
+
+
+def test_a_sparse_value_of_another_rank_fails_its_enqueue_and_names_the_component():
+    q = qp.FIFOQueue(4, [qp.int64], shapes=[None], names=["tokens"], name="q")
+    q.enqueue({"tokens": sv([1, 2])})
+    two_d = qp.SparseValue(np.array([[0, 0]]), np.array([5]), np.array([1, 1]))
+    with pytest.raises(InvalidArgumentError, match=r"^Queue 'q' component 'tokens': cannot "
+                                                   r"batch sparse values of ranks \[1, 2\]$"):
+        q.enqueue({"tokens": two_d})
+    assert q.size() == 1 and q.dequeue()["tokens"].values.tolist() == [1, 2]
+
+
+def test_string_sparse_values_keep_their_bytes_and_free_them_when_taken():
+    q = qp.RandomShuffleQueue(10, 0, [qp.string], shapes=[None], seed=0)
+    words = [[b"a", b"bb"], [], [b"ccc"]]
+    for row in words:
+        q.enqueue(sv(row, dtype=object))
+    batch = q.dequeue_many(3)
+    assert sorted(lists_of(batch)) == sorted(words)
+    column = q._columns[0]
+    assert column.fill == 0 and not any(v is not None for v in column.values)
+
+
+def test_rows_to_sparse_of_no_element_keeps_the_rank():
+    rows = sparse.stack([], np.dtype(np.int64), "t", rank=2)
+    empty = rows.to_sparse()
+    assert empty.indices.shape == (0, 3) and empty.dense_shape.tolist() == [0, 0, 0]
