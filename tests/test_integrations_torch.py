@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import queuepipe as qp  # noqa: E402 - after the importorskip
 from queuepipe.distributed import Shard, shard_files  # noqa: E402
 from queuepipe.integrations.torch import (  # noqa: E402
-    QueuePipeIterableDataset, TorchBatches, to_torch, worker_shard,
+    Padded, QueuePipeIterableDataset, TorchBatches, to_torch, worker_shard,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +61,51 @@ def test_to_torch_rebuilds_namedtuples_and_tuple_batches():
     assert type(out) is tuple and type(sparse) is qp.SparseValue
     assert sparse.values.tolist() == [1.5, 2.5] and sparse.dense_shape.tolist() == [2, 3]
     assert flags.dtype == torch.bool and flags.tolist() == [True, False]
+
+
+def token_batch():
+    """Three token lists, [7, 8, 9], [4] and [], batched as a VarLenFeature parses them."""
+    return qp.SparseValue(indices=np.array([[0, 0], [0, 1], [0, 2], [1, 0]], dtype=np.int64),
+                          values=np.array([7, 8, 9, 4], dtype=np.int64),
+                          dense_shape=np.array([3, 3], dtype=np.int64))
+
+
+def test_to_torch_gives_ragged_rows_padded_with_their_lengths():
+    out = to_torch({"tokens": token_batch()}, sparse="padded", padding_value=-1)
+    padded = out["tokens"]
+    assert type(padded) is Padded
+    assert padded.values.tolist() == [[7, 8, 9], [4, -1, -1], [-1, -1, -1]]
+    assert padded.lengths.dtype == torch.int64 and padded.lengths.tolist() == [3, 1, 0]
+    packed = torch.nn.utils.rnn.pack_padded_sequence(
+        padded.values[:2], padded.lengths[:2], batch_first=True)  # what an RNN takes
+    assert packed.data.tolist() == [7, 4, 8, 9]
+
+
+def test_to_torch_gives_a_sparse_coo_tensor():
+    coo = to_torch(token_batch(), sparse="coo")
+    assert coo.is_sparse and tuple(coo.shape) == (3, 3)
+    assert coo.to_dense().tolist() == [[7, 8, 9], [4, 0, 0], [0, 0, 0]]
+    with pytest.raises(ValueError, match=r"sparse must be one of \('parts', 'padded', "
+                                         r"'coo'\), got 'dense'"):
+        to_torch(token_batch(), sparse="dense")
+
+
+def test_token_lists_reach_a_torch_loop_padded(tmp_path):
+    path = str(tmp_path / "tokens.tfrecord")
+    lists = [list(range(1, i % 5 + 1)) for i in range(40)]
+    with qp.io.TFRecordWriter(path) as writer:
+        for i, tokens in enumerate(lists):
+            writer.write(qp.make_example({"tokens": tokens, "label": i}).SerializeToString())
+    features = {"tokens": qp.io.VarLenFeature(qp.int64),
+                "label": qp.io.FixedLenFeature([], qp.int64)}
+    batches = qp.train.read_batch_features(path, 8, features, num_epochs=1, randomize_input=False)
+    seen = {}
+    for batch in TorchBatches(batches, sparse="padded"):
+        values, lengths = batch["tokens"]
+        for label, row, length in zip(batch["label"].tolist(), values.tolist(), lengths.tolist()):
+            seen[label] = row[:length]
+            assert all(v == 0 for v in row[length:])
+    assert seen == dict(enumerate(lists))
 
 
 def test_to_torch_copies_what_torch_cannot_share():

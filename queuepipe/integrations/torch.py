@@ -44,12 +44,20 @@ Usage:
 Strings: a NumPy array of dtype object (a batch of ``bytes``) has no tensor type; it is passed
 through unchanged, as the NumPy array. Decode it (``qp.io.decode_raw``) before batching to get
 numbers.
+
+Ragged features: a batched :class:`~queuepipe.sparse.SparseValue` (a ``VarLenFeature``) comes
+out as ``sparse=`` says: ``"parts"`` (a SparseValue of three tensors), ``"padded"`` (a
+:class:`Padded` pair: the dense tensor with ``padding_value`` in the gaps, and each row's
+length, as ``torch.nn.utils.rnn.pack_padded_sequence`` takes them) or ``"coo"`` (a
+``torch.sparse_coo_tensor``)::
+
+    token lists [7 8 9] [4] []   --padded-->  values [[7 8 9] [4 0 0] [0 0 0]], lengths [3 1 0]
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 import numpy as np
 
@@ -57,6 +65,7 @@ from queuepipe.coordinator import Coordinator
 from queuepipe.distributed import Shard, shard_info
 from queuepipe.integrations import BatchIterator
 from queuepipe.runner import Pipeline, start_queue_runners
+from queuepipe.sparse import SparseValue
 
 try:
     import torch
@@ -65,7 +74,31 @@ except ImportError as e:  # only this module needs torch; `import queuepipe` nev
     raise ImportError("queuepipe.integrations.torch needs PyTorch: "
                       "pip install queuepipe[torch]") from e
 
-__all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard"]
+__all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard", "Padded"]
+
+_SPARSE_FORMS = ("parts", "padded", "coo")
+
+
+class Padded(NamedTuple):
+    """A batch of ragged rows as a padded tensor and each row's length."""
+
+    values: Any  # torch.Tensor [batch, longest row, ...]
+    lengths: Any  # torch.Tensor int64 [batch]: how many values each row holds
+
+
+class _Form(NamedTuple):
+    """How to convert: the device, pinning, and the form of sparse values."""
+
+    device: Any
+    pin_memory: bool
+    sparse: str
+    padding_value: Any
+
+
+def _form(device: Any, pin_memory: bool, sparse: str = "parts", padding_value: Any = 0) -> _Form:
+    if sparse not in _SPARSE_FORMS:
+        raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, got {sparse!r}")
+    return _Form(device, _check_pin_memory(pin_memory), sparse, padding_value)
 
 
 def _check_pin_memory(pin_memory: bool) -> bool:
@@ -92,13 +125,14 @@ def _tensor(array: np.ndarray, where: str):
                         "which has no torch tensor type") from e
 
 
-def _convert(value: Any, device, pin_memory: bool, where: str) -> Any:
+def _convert(value: Any, form: _Form, where: str) -> Any:
     if isinstance(value, dict):
-        return type(value)((key, _convert(item, device, pin_memory, f"{where}[{key!r}]"))
+        return type(value)((key, _convert(item, form, f"{where}[{key!r}]"))
                            for key, item in value.items())
+    if isinstance(value, SparseValue) and form.sparse != "parts":
+        return _sparse(value, form, where)
     if isinstance(value, (tuple, list)):
-        items = [_convert(item, device, pin_memory, f"{where}[{i}]")
-                 for i, item in enumerate(value)]
+        items = [_convert(item, form, f"{where}[{i}]") for i, item in enumerate(value)]
         if hasattr(value, "_fields"):  # a namedtuple (qp.SparseValue among them)
             return type(value)(*items)
         return type(value)(items)
@@ -110,14 +144,31 @@ def _convert(value: Any, device, pin_memory: bool, where: str) -> Any:
         tensor = torch.as_tensor(value)
     else:
         return value  # bytes, str, None: nothing to convert
-    if pin_memory:
+    return _place(tensor, form)
+
+
+def _place(tensor: Any, form: _Form) -> Any:
+    if form.pin_memory:
         tensor = tensor.pin_memory()
-    if device is not None:
-        tensor = tensor.to(device, non_blocking=pin_memory)
+    if form.device is not None:
+        tensor = tensor.to(form.device, non_blocking=form.pin_memory)
     return tensor
 
 
-def to_torch(batch: Any, device: Any = None, pin_memory: bool = False) -> Any:
+def _sparse(value: SparseValue, form: _Form, where: str) -> Any:
+    """A batched SparseValue as a :class:`Padded` pair or a ``torch.sparse_coo_tensor``."""
+    if form.sparse == "padded":
+        dense = _tensor(value.to_dense(form.padding_value), where)
+        return Padded(_place(dense, form), _place(torch.from_numpy(value.row_lengths()), form))
+    coo = torch.sparse_coo_tensor(_tensor(np.ascontiguousarray(value.indices.T), where),
+                                  _tensor(np.asarray(value.values), where),
+                                  size=tuple(int(d) for d in value.dense_shape),
+                                  check_invariants=True)  # a bad index: an error, no crash
+    return _place(coo, form)
+
+
+def to_torch(batch: Any, device: Any = None, pin_memory: bool = False, sparse: str = "parts",
+             padding_value: Any = 0) -> Any:
     """Converts a batch of NumPy arrays to torch tensors, keeping its structure.
 
     Dicts (of any mapping type built from pairs), lists, tuples and namedtuples are rebuilt
@@ -133,15 +184,19 @@ def to_torch(batch: Any, device: Any = None, pin_memory: bool = False) -> Any:
       pin_memory: copy each tensor into page-locked memory first, so that the copy to an
         accelerator runs asynchronously (``non_blocking=True``). Ignored, with a warning, when
         no accelerator is available (as ``DataLoader`` does).
+      sparse: what a batched SparseValue becomes: ``"parts"`` (a SparseValue of tensors),
+        ``"padded"`` (:class:`Padded`: ``to_dense(padding_value)`` and ``row_lengths()`` as
+        tensors) or ``"coo"`` (``torch.sparse_coo_tensor(indices.T, values, dense_shape)``).
+      padding_value: the number in the gaps of ``"padded"``.
 
     Returns:
       The same structure with tensors in place of numeric arrays.
 
     Raises:
       TypeError: an array's dtype has no torch type; the message names the component.
+      ValueError: ``sparse`` is not one of the three forms.
     """
-    pin_memory = _check_pin_memory(pin_memory)
-    return _convert(batch, device, pin_memory, "")
+    return _convert(batch, _form(device, pin_memory, sparse, padding_value), "")
 
 
 class TorchBatches(BatchIterator):
@@ -155,15 +210,16 @@ class TorchBatches(BatchIterator):
       batches: a :class:`~queuepipe.batching.Batches` or any iterable of batches.
       device: where to put the tensors, as for :func:`to_torch`.
       pin_memory: as for :func:`to_torch`.
+      sparse, padding_value: the form of SparseValues, as for :func:`to_torch`.
     """
 
-    def __init__(self, batches: Iterable[Any], device: Any = None, pin_memory: bool = False):
+    def __init__(self, batches: Iterable[Any], device: Any = None, pin_memory: bool = False,
+                 sparse: str = "parts", padding_value: Any = 0):
         super().__init__(batches)
-        self._device = device
-        self._pin_memory = _check_pin_memory(pin_memory)
+        self._form = _form(device, pin_memory, sparse, padding_value)
 
     def __next__(self) -> Any:
-        return _convert(next(self._batches), self._device, self._pin_memory, "")
+        return _convert(next(self._batches), self._form, "")
 
 
 def worker_shard(rank: Optional[int] = None, world_size: Optional[int] = None) -> Shard:
@@ -215,19 +271,21 @@ class QueuePipeIterableDataset(IterableDataset):
         processes on the CPU; move them in the training loop or use the DataLoader's
         ``pin_memory``).
       pin_memory: as for :func:`to_torch`.
+      sparse, padding_value: the form of SparseValues, as for :func:`to_torch`.
       rank, world_size: this process's place among several processes; both None (the
         default) reads them with :func:`queuepipe.distributed.shard_info`.
     """
 
     def __init__(self, make_batches: Callable[[Shard], Any], device: Any = None,
                  pin_memory: bool = False, rank: Optional[int] = None,
-                 world_size: Optional[int] = None):
+                 world_size: Optional[int] = None, sparse: str = "parts",
+                 padding_value: Any = 0):
         if not callable(make_batches):
             raise TypeError(f"make_batches must be a callable taking a Shard, got "
                             f"{make_batches!r}")
         self._make_batches = make_batches
-        self._device = device
-        self._pin_memory = pin_memory
+        self._form = (device, pin_memory, sparse, padding_value)
+        _form(None, False, sparse)  # a bad form fails here, not in a DataLoader worker
         self._rank = rank
         self._world_size = world_size
 
@@ -239,7 +297,7 @@ class QueuePipeIterableDataset(IterableDataset):
         coord = Coordinator()
         threads = start_queue_runners(coord, pipeline=pipeline)
         try:
-            yield from TorchBatches(batches, self._device, self._pin_memory)
+            yield from TorchBatches(batches, *self._form)
         finally:
             coord.request_stop()
             close = getattr(batches, "close", None)
