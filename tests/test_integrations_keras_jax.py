@@ -2,8 +2,10 @@
 
 import collections
 import importlib
+import json
 import os
 import runpy
+import subprocess
 import sys
 import threading
 
@@ -187,6 +189,43 @@ def test_model_fit_takes_exactly_the_batches_it_trains_on(keras):
     history = model.fit(QueuePipePyDataset(source, steps_per_epoch=4, split=_split), epochs=2,
                         verbose=0)
     assert source.taken == 8 and all(np.isfinite(history.history["loss"]))
+
+
+_FIT_EVERY_BATCH_ONCE = """
+import json, sys
+import numpy as np
+import keras
+from queuepipe.integrations.keras import QueuePipePyDataset
+
+steps, epochs, reads = 6, 2, {}
+for workers in (1, 3):
+    taken = []
+
+    def stream():  # exactly the batches fit trains on: one more and fit fails
+        for k in range(steps * epochs):
+            taken.append(k)
+            yield np.full((2, 3), k, "float32"), np.zeros(2, "int64")
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="softmax")])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    dataset = QueuePipePyDataset(stream(), steps_per_epoch=steps, workers=workers)
+    history = model.fit(dataset, epochs=epochs, verbose=0)
+    reads[workers] = [len(taken), len(history.history["loss"])]
+print(json.dumps(reads))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_model_fit_on_a_py_dataset_trains_on_every_batch_of_the_stream_once(keras, backend):
+    # A model not built yet: fit first reads a pass of its own to build it (one batch, or
+    # what 3 worker threads prefetch); those batches must be trained on, not dropped.
+    pytest.importorskip(backend)
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    out = subprocess.run([sys.executable, "-c", _FIT_EVERY_BATCH_ONCE], env=env, text=True,
+                         capture_output=True, timeout=50)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == {"1": [12, 2], "3": [12, 2]}
 
 
 # -- the examples -----------------------------------------------------------------------------

@@ -29,8 +29,9 @@ Usage:
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional
 
 from queuepipe.errors import OutOfRangeError
 
@@ -70,9 +71,19 @@ def keras_generator(batches: Iterable[Any], split: Split = None) -> Iterator[Any
 class QueuePipePyDataset(keras.utils.PyDataset):
     """A ``keras.utils.PyDataset`` over a stream of batches.
 
-    A PyDataset is indexed (``dataset[i]``); a pipeline is a stream, so the index is ignored
-    and each ``dataset[i]`` is the next batch (taken under a lock, so Keras's worker threads
-    may share it). Keras's ``shuffle`` therefore changes nothing: shuffle in the pipeline.
+    A PyDataset is indexed (``dataset[i]``); a pipeline is a stream, so ``dataset[i]`` is the
+    next batch of the stream the first time ``i`` is asked for (taken under a lock, so Keras's
+    worker threads may share it). Keras's ``shuffle`` therefore changes nothing: shuffle in
+    the pipeline.
+
+    Keras reads a few batches before training, to build the model (``Trainer.
+    _symbolic_build`` runs a pass of its own: one batch, or as many as its worker threads
+    prefetch). The batches of that pass are kept and given again for the same indices in the
+    next epoch, so the training sees each batch of the stream once and none is lost::
+
+        build pass (peek)   [3]        -> batch A (kept)
+        epoch 1             [3 0 2 1]  -> A B C D
+        epoch 2             [1 0 3 2]  -> E F G H
 
     Args:
       batches: a :class:`~queuepipe.batching.Batches` or any iterable of NumPy batches; for
@@ -100,26 +111,60 @@ class QueuePipePyDataset(keras.utils.PyDataset):
         self._split = split
         self._lock = threading.Lock()
         self._taken = 0
+        self._building = False  # this epoch is Keras's model-building pass
+        self._built: Dict[int, Any] = {}  # index -> batch read by that pass
+        self._kept: Dict[int, Any] = {}  # ... kept for the next epoch
 
     @property
     def num_batches(self) -> Optional[int]:
         """Batches per epoch (``steps_per_epoch``); None for an endless dataset."""
         return self._steps_per_epoch
 
+    def on_epoch_begin(self) -> None:
+        """Notes whether this epoch is Keras's model-building pass (see the class)."""
+        self._building = _in_model_build()
+
+    def on_epoch_end(self) -> None:
+        """After the model-building pass, keeps its batches for the next epoch."""
+        with self._lock:
+            if self._building:
+                self._kept.update(self._built)
+            self._building = False
+            self._built = {}
+
     def __getitem__(self, index: int) -> Any:
-        """The next batch of the stream (``index`` is ignored), blocking until there is one.
+        """Batch ``index``: the one the model-building pass read for it, else the next batch
+        of the stream, blocking until there is one.
 
         Raises:
           OutOfRangeError: the stream has ended (its message says after how many batches).
         """
-        del index  # a stream has no random access
         with self._lock:
-            try:
-                batch = next(self._batches)
-            except StopIteration:
-                raise OutOfRangeError(
-                    f"the pipeline ended after {self._taken} batches; Keras asked for more "
-                    "(steps_per_epoch * epochs is larger: build it with num_epochs=None)"
-                ) from None
-            self._taken += 1
+            batch = self._kept.pop(index, _NONE)
+            if batch is _NONE:
+                try:
+                    batch = next(self._batches)
+                except StopIteration:
+                    raise OutOfRangeError(
+                        f"the pipeline ended after {self._taken} batches; Keras asked for "
+                        "more (steps_per_epoch * epochs is larger: build it with "
+                        "num_epochs=None)") from None
+                self._taken += 1
+            if self._building:
+                self._built[index] = batch
         return _as_keras(batch, self._split)
+
+
+_NONE = object()
+
+
+def _in_model_build() -> bool:
+    """True when called (on Keras's main thread) from inside ``Trainer._symbolic_build``,
+    the pass over the data with which ``fit`` builds a model that is not built yet."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "_symbolic_build" \
+                and frame.f_globals.get("__name__", "").startswith("keras."):
+            return True
+        frame = frame.f_back
+    return False
