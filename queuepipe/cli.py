@@ -37,6 +37,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
+from queuepipe import __version__
 from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
 from queuepipe.protos import Example, SequenceExample
 from queuepipe.records import FRAME_BYTES, HEADER_BYTES, RecordScanner, masked_crc32c, open_file
@@ -369,7 +370,7 @@ def infer_schema(records: Sequence[bytes], source: str = "the records") -> str:
             s.present += 1
             for step in feature_list.feature:
                 s.add(step)
-    head = (f"# Feature specs inferred by `queuepipe schema` from the first {len(records)} "
+    head = (f"# Feature specs inferred by `queuepipe schema` from {len(records)} "
             f"{kind}s of {source}.\nimport queuepipe as qp\n\n")
     if kind == "Example":
         return head + _dict_code("features", _specs(context, len(records)))
@@ -378,9 +379,12 @@ def infer_schema(records: Sequence[bytes], source: str = "the records") -> str:
 
 
 def _cmd_schema(args) -> int:
-    scanner = _scanner(args.file, args.compression)
-    records = [data for _, data in itertools.islice(_scan(scanner, lambda n: None), args.n)]
-    print(infer_schema(records, f"'{args.file}'"), end="")
+    records = _scan(_scanner(args.file, args.compression), lambda n: None)
+    looked_at = [data for _, data in itertools.islice(records, args.sample)]
+    skipped = sum(1 for _ in records)  # what --sample left out, counted so that it is said
+    source = f"'{args.file}'" if not skipped else \
+        f"'{args.file}' ({skipped} later records not looked at: --sample {args.sample})"
+    print(infer_schema(looked_at, source), end="")
     return 0
 
 
@@ -421,7 +425,7 @@ def _cmd_convert(args) -> int:
 
     if not os.path.exists(args.src):
         raise NotFoundError(f"file not found: '{args.src}'")
-    records = list(examples_from(args.src, args.format, labels=args.labels))
+    records = list(examples_from(args.src, args.format, labels=args.labels, empty=args.empty))
     options = _COMPRESSIONS[args.compression] or None
     paths = write_shards(records, args.out_dir, args.shards, prefix=args.prefix,
                          options=options, progress=sys.stderr.isatty(), index=not options)
@@ -513,6 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Look into, check, index and make TFRecord files.",
         epilog="Exit status: 0 success, 1 bad data, 2 usage error (bad arguments, missing "
                "file). Run 'queuepipe SUBCOMMAND --help' for each subcommand.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     sub.required = True
 
@@ -550,10 +555,12 @@ def build_parser() -> argparse.ArgumentParser:
             "status 1 if any record is damaged.", "many")
 
     p = command("schema", _cmd_schema, "infer feature specs, printed as Python code",
-                "Infer FixedLenFeature/VarLenFeature specs from the first records: a key "
+                "Infer FixedLenFeature/VarLenFeature specs from the records: a key "
                 "holding the same number of values in every record is FixedLen, else "
                 "VarLen. Prints Python code to paste (features = {...}).", "one")
-    p.add_argument("-n", type=_positive_int, default=100, help="records to look at (default 100)")
+    p.add_argument("--sample", type=_positive_int, metavar="N",
+                   help="look at the first N records only, and say how many were left out "
+                        "(default: every record, so that a pasted schema fits them all)")
 
     command("index", _cmd_index, "write FILE.index files",
             "Write FILE.index for each file: one line 'offset length' per record (length "
@@ -575,6 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="format of SRC (default: from its name)")
     p.add_argument("--labels", metavar="FILE", help="IDX label file (default: found by name)")
     p.add_argument("--prefix", default="shard", help="shard file name prefix (default shard)")
+    p.add_argument("--empty", choices=["error", "default", "absent"], default="error",
+                   help="an empty CSV cell of a number column: stop and name it (default), "
+                        "write 0, or write no value (the column is then a VarLenFeature)")
     p.add_argument("--compression", choices=["none", "gzip", "zlib"], default="none",
                    help="compress the shards (then no .index files are written)")
 
@@ -602,6 +612,14 @@ def _error(command: Optional[str], message: str, status: int) -> int:
     return status
 
 
+def _check_paths(args) -> None:
+    """A directory given where a TFRecord file is wanted is a usage error (exit 2)."""
+    for path in getattr(args, "files", None) or [getattr(args, "file", None)]:
+        if path is not None and os.path.isdir(path):
+            raise UsageError(f"'{path}' is a directory: give the TFRecord files in it "
+                             f"('{os.path.join(path, '*.tfrecord')}')")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the ``queuepipe`` command with ``argv`` (``sys.argv[1:]`` if None).
 
@@ -614,6 +632,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SystemExit as e:  # --help (0) or a usage error argparse already printed (2)
         return e.code if isinstance(e.code, int) else 2
     try:
+        _check_paths(args)
         return args.func(args)
     except UsageError as e:
         return _error(args.command, str(e), 2)

@@ -220,32 +220,52 @@ def csv_column_types(path: str, delimiter: str = ",") -> Dict[str, str]:
     return {name: kind if name in seen else "bytes" for name, kind in types.items()}
 
 
-def csv_examples(path: str, delimiter: str = ",") -> Iterator[bytes]:
+EMPTY_CELLS = ("error", "default", "absent")
+
+
+def csv_examples(path: str, delimiter: str = ",", empty: str = "error") -> Iterator[bytes]:
     """Yields one serialized Example per data row of a CSV file with a header line.
 
     Every column becomes a feature named after it, typed by :func:`csv_column_types` (the file
-    is read twice: once to infer the types, once to convert). An empty cell of a number column
-    gives a present-but-empty feature; a cell of a bytes column is its UTF-8 text, as it is.
+    is read twice: once to infer the types, once to convert). A cell of a bytes column is its
+    UTF-8 text, as it is (empty included).
+
+    Args:
+      path: the CSV file.
+      delimiter: the field separator.
+      empty: what an empty cell of a number column becomes: ``"error"`` stops at it, naming
+        its line and column; ``"default"`` writes 0; ``"absent"`` writes a present-but-empty
+        feature (no value: such a column parses as a ``VarLenFeature``, not a FixedLen one).
 
     Raises:
-      InvalidArgumentError: no header, duplicate column names, or a row of the wrong length
-        (the message names the line).
+      InvalidArgumentError: no header, duplicate column names, a row of the wrong length (the
+        message names the line), an empty number cell with ``empty="error"``, or an unknown
+        ``empty``.
     """
+    if empty not in EMPTY_CELLS:
+        raise InvalidArgumentError(f"empty must be one of {list(EMPTY_CELLS)}, got {empty!r}")
     types = csv_column_types(path, delimiter)
     convert = {"int64": int, "float": float}
 
     def records():
         rows = _csv(path, delimiter)
         header = next(rows)
-        for _, row in rows:
+        for line, row in rows:
             values = {}
             for name, cell in zip(header, row):
                 kind = types[name]
                 if kind == "bytes":
                     values[name] = cell.encode("utf-8")
+                    continue
+                cell = cell.strip()
+                if cell:
+                    values[name] = [convert[kind](cell)]
+                elif empty == "error":
+                    raise InvalidArgumentError(
+                        f"'{path}' line {line}, column '{name}' ({kind}): the cell is empty; "
+                        f"choose what it becomes: empty='default' (0) or 'absent' (no value)")
                 else:
-                    cell = cell.strip()
-                    values[name] = [convert[kind](cell)] if cell else []
+                    values[name] = [convert[kind](0)] if empty == "default" else []
             yield make_example(values).SerializeToString()
 
     return records()
@@ -291,13 +311,14 @@ def npz_examples(path: str) -> Iterator[bytes]:
 
 
 def examples_from(path: str, fmt: Optional[str] = None, *,
-                  labels: Optional[str] = None) -> Iterator[bytes]:
+                  labels: Optional[str] = None, empty: str = "error") -> Iterator[bytes]:
     """Yields serialized Examples from ``path`` in format ``fmt`` (guessed from the name if None).
 
     Args:
       path: the source file.
       fmt: ``"idx"``, ``"csv"`` or ``"npz"``; None guesses with :func:`guess_format`.
       labels: for IDX, the label file (None finds it by name).
+      empty: for CSV, what an empty number cell becomes (see :func:`csv_examples`).
 
     Raises:
       InvalidArgumentError: ``fmt`` is unknown or cannot be guessed, or the data is bad (see
@@ -313,5 +334,5 @@ def examples_from(path: str, fmt: Optional[str] = None, *,
     if fmt == "idx":
         return idx_examples(path, labels)
     if fmt == "csv":
-        return csv_examples(path)
+        return csv_examples(path, empty=empty)
     return npz_examples(path)

@@ -266,10 +266,23 @@ def test_bad_arguments_exit_2(capsys):
     assert re.search(r"^queuepipe count: error: the following arguments are required: FILE$",
                      err, re.M)
     assert run(capsys, "inspect", "-n", "many", "x")[0] == 2
-    status, _, err = run(capsys, "schema", "-n", "-1", "x")
+    status, _, err = run(capsys, "schema", "--sample", "-1", "x")
     assert status == 2
-    assert err.splitlines()[-1] == ("queuepipe schema: error: argument -n: must be a positive "
-                                    "integer, got '-1'")
+    assert err.splitlines()[-1] == ("queuepipe schema: error: argument --sample: must be a "
+                                    "positive integer, got '-1'")
+
+
+@pytest.mark.parametrize("command", ["inspect", "count", "verify", "schema", "index"])
+def test_a_directory_given_as_a_file_is_a_usage_error(capsys, tmp_path, command):
+    status, out, err = run(capsys, command, tmp_path)
+    assert status == 2 and out == ""
+    assert err == (f"queuepipe {command}: error: '{tmp_path}' is a directory: give the "
+                   f"TFRecord files in it ('{tmp_path / '*.tfrecord'}')\n")
+
+
+def test_version(capsys):
+    status, out, _ = run(capsys, "--version")
+    assert status == 0 and out == f"queuepipe {qp.__version__}\n"
 
 
 def test_not_a_tfrecord_file_is_bad_data(capsys, golden_dir):
@@ -329,15 +342,17 @@ def test_schema_is_python_that_parses_the_records(capsys, tmp_path):
     assert parsed["tags"].values.tolist() == [v for i in range(6) for v in range(i % 3)]
 
 
-def test_schema_looks_at_the_first_n_records_only(capsys, tmp_path):
-    # Records 0..2 hold one tag each; record 3 holds two: -n 3 sees a FixedLen feature.
-    records = [make_example({"tags": [1] * (1 if i < 3 else 2)}).SerializeToString()
-               for i in range(4)]
+def test_schema_looks_at_every_record_unless_sampled_and_says_what_it_left_out(capsys, tmp_path):
+    # Records 0..499 hold one tag each; record 500 holds two: only all of them show VarLen.
+    records = [make_example({"tags": [1] * (1 if i < 500 else 2)}).SerializeToString()
+               for i in range(501)]
     path = write_records(tmp_path / "data.tfrecord", records)
-    assert '    "tags": qp.io.FixedLenFeature([], qp.int64),' in \
-        schema_namespace(capsys, path, "-n", 3)[0].splitlines()
-    assert '    "tags": qp.io.VarLenFeature(qp.int64),' in \
-        schema_namespace(capsys, path)[0].splitlines()
+    out = schema_namespace(capsys, path)[0].splitlines()
+    assert '    "tags": qp.io.VarLenFeature(qp.int64),' in out
+    assert out[0].startswith("# Feature specs inferred by `queuepipe schema` from 501 Examples")
+    out = schema_namespace(capsys, path, "--sample", 3)[0].splitlines()
+    assert '    "tags": qp.io.FixedLenFeature([], qp.int64),' in out
+    assert out[0].endswith("(498 later records not looked at: --sample 3).")
 
 
 def test_schema_missing_keys_and_mixed_types(capsys, tmp_path):
@@ -467,6 +482,19 @@ def test_convert_csv_and_npz(capsys, tmp_path):
                                         "y": qp.io.FixedLenFeature([], qp.int64)})
     assert Counter((int(y), v.tobytes()) for y, v in zip(parsed["y"], parsed["x"])) == \
         Counter((i, x[i].tobytes()) for i in range(5))
+
+
+def test_convert_stops_at_an_empty_number_cell_unless_told_what_it_becomes(capsys, tmp_path):
+    csv_path = tmp_path / "table.csv"
+    csv_path.write_text("id,score\n" + "".join(f"{i},{i / 4}\n" for i in range(600)) + "600,\n")
+    status, out, err = run(capsys, "convert", csv_path, tmp_path / "out", "--shards", 2)
+    assert status == 1 and out == ""
+    assert re.fullmatch(r"queuepipe convert: error: '.*table\.csv' line 602, column 'score' "
+                        r"\(float\): the cell is empty; .*\n", err)
+    assert not (tmp_path / "out").exists()  # nothing half-written
+    _, records = converted(capsys, csv_path, tmp_path / "out", "--shards", 2, "--empty", "default")
+    scores = qp.parse_example(records, {"score": qp.io.FixedLenFeature([], qp.float32)})["score"]
+    assert sorted(scores.tolist()) == sorted([i / 4 for i in range(600)] + [0.0])
 
 
 def test_convert_compressed_shards(capsys, tmp_path):

@@ -91,7 +91,13 @@ def test_csv_types_and_round_trip(tmp_path):
                     "3,,carol,2,4.5\n", encoding="utf-8")
     assert csv_column_types(str(path)) == {"id": "int64", "score": "float", "name": "bytes",
                                            "big": "int64", "mixed": "bytes"}
-    records = list(csv_examples(str(path)))
+    with pytest.raises(InvalidArgumentError, match=r"^'.*' line 5, column 'score' \(float\): "
+                                                   r"the cell is empty; choose what it becomes"):
+        list(csv_examples(str(path)))
+    zero = qp.parse_example(list(csv_examples(str(path), empty="default")),
+                            {"score": qp.io.FixedLenFeature([], qp.float32)})
+    assert zero["score"].tolist() == [0.5, 1000.0, 0.0]
+    records = list(csv_examples(str(path), empty="absent"))
     spec = {"id": qp.io.FixedLenFeature([], qp.int64),
             "score": qp.io.VarLenFeature(qp.float32),
             "name": qp.io.FixedLenFeature([], qp.string),
