@@ -17,13 +17,15 @@ Usage::
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import glob
 import multiprocessing
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -169,7 +171,8 @@ def _progress_bar(progress: bool, total: int, desc: str):
 def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
                  out_dir: Union[str, "os.PathLike[str]"], num_shards: int, *,
                  prefix: str = "shard", options=None, processes: Optional[int] = None,
-                 progress: bool = True, index: bool = True) -> List[str]:
+                 progress: bool = True, index: bool = True,
+                 executor: Optional[Executor] = None) -> List[str]:
     """Writes ``records`` as TFRecord shards, record ``i`` to shard ``i % num_shards``.
 
     Args:
@@ -182,10 +185,17 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
       prefix: shard names are ``<prefix>-00000-of-00008.tfrecord``, ...; add a suffix such
         as ``.gz`` to the prefix's files yourself if you want one.
       options: compression, as for ``TFRecordWriter`` (None, "GZIP", "ZLIB", TFRecordOptions).
-      processes: worker processes (started with "spawn", so a script calling this needs the
-        usual ``if __name__ == "__main__":`` guard); 1 writes in this process. None: in this
-        process when every record is already bytes (writing is then I/O-bound) or there are
-        fewer than 10,000, else one process per shard up to the number of CPUs.
+      processes: worker processes (started with "spawn"); 1 writes in this process. None: in
+        this process when every record is already bytes (writing is then I/O-bound) or there
+        are fewer than 10,000, else one process per shard up to the number of CPUs. A spawned
+        worker imports the calling script again, so processes are used only when that is
+        safe: the call made from inside ``if __name__ == "__main__":`` (or from no script:
+        ``python -c``, a notebook); otherwise the shards are written by as many threads.
+      executor: any ``concurrent.futures.Executor`` to write the shards with, one task per
+        shard, in place of ``processes``: a ``ProcessPoolExecutor`` of your own, or a cluster
+        engine's (``dask.distributed.Client(...).get_executor()``, Ray's
+        ``ray.util.ProcessPoolExecutor``, Spark's ``pyspark`` executors via joblib-spark). The
+        workers must see ``out_dir``. The caller keeps owning it: it is not shut down.
       progress: show a tqdm progress bar (if tqdm is installed; quiet otherwise).
       index: also write ``<shard>.index`` beside each shard. Needs uncompressed shards: an
         index holds byte offsets into the file, and a compressed stream cannot be entered at
@@ -206,6 +216,8 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
         raise ValueError(f"num_shards must be a positive integer, got {num_shards!r}")
     if processes is not None and (int(processes) != processes or processes < 1):
         raise ValueError(f"processes must be a positive integer or None, got {processes!r}")
+    if executor is not None and not isinstance(executor, Executor):
+        raise TypeError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
     options = options if isinstance(options, TFRecordOptions) else TFRecordOptions(options)
     if index and options.compression_type:
         raise ValueError(f"index=True needs uncompressed shards, got compression "
@@ -225,11 +237,21 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
     try:
         with _progress_bar(progress, total, f"write_shards {prefix}") as bar:
             advance = bar.update if bar is not None else (lambda n: None)
-            if processes == 1 or num_shards == 1:
+            if executor is not None:
+                _write_with(executor, tasks, advance)
+            elif processes == 1 or num_shards == 1:
                 for task in tasks:
                     advance(_write_shard_task(task))
-                return paths
-            _write_in_processes(tasks, min(processes, num_shards), advance)
+            elif _spawn_is_safe():
+                # Futures rather than a multiprocessing.Pool: a worker that dies (killed, out
+                # of memory) fails its shards with BrokenProcessPool instead of hanging.
+                with ProcessPoolExecutor(min(processes, num_shards),
+                                         mp_context=multiprocessing.get_context("spawn")) as pool:
+                    _write_with(pool, tasks, advance)
+            else:
+                with ThreadPoolExecutor(min(processes, num_shards),
+                                        thread_name_prefix="write_shards") as pool:
+                    _write_with(pool, tasks, advance)
     except BaseException:
         # A failed shard, a worker that died, or Ctrl-C (which reaches the workers too, and
         # may stop one before its own clean-up): once every worker has ended, no temporary
@@ -240,18 +262,54 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
     return paths
 
 
-def _write_in_processes(tasks: List[Tuple], processes: int, advance: Any) -> None:
-    """Writes the shards of ``tasks`` in worker processes; raises the first shard's error
-    once every shard has ended (the pool's exit waits for its workers, also on Ctrl-C)."""
-    # Futures rather than a multiprocessing.Pool: a worker that dies (killed, out of
-    # memory) fails its shards with BrokenProcessPool instead of hanging the call.
-    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_write_shard_task, task) for task in tasks]
-        for future in as_completed(futures):  # every shard ends before any error is raised
+def _write_with(executor: Executor, tasks: List[Tuple], advance: Any) -> None:
+    """Writes the shards of ``tasks`` on ``executor``; raises the first shard's error once
+    every shard has ended (so that no shard is still being written when the caller cleans
+    up after it)."""
+    futures = [executor.submit(_write_shard_task, task) for task in tasks]
+    try:
+        for future in as_completed(futures):
             if future.exception() is None:
                 advance(future.result())
+    finally:  # Ctrl-C included: what has not started never will
+        for future in futures:
+            future.cancel()
     for future in futures:
         future.result()  # raises the first shard's error, if any
+
+
+def _spawn_is_safe() -> bool:
+    """Whether a spawned worker, which imports the ``__main__`` script again, would not run
+    this call again: true when there is no script (``python -c``, a notebook, the REPL), or
+    when the script's top-level code makes the call from inside ``if __name__ ==
+    "__main__":``. False when that cannot be told (no source, a call from another thread)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None:
+        return True
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(node.lineno <= frame.f_lineno <= node.end_lineno
+               for node in tree.body if isinstance(node, ast.If) and _is_main_guard(node.test))
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(a, ast.Name) and a.id == "__name__" for a in sides) and \
+        any(isinstance(b, ast.Constant) and b.value == "__main__" for b in sides)
 
 
 def index_mismatch(entries: np.ndarray, size: int) -> Optional[str]:

@@ -1,5 +1,6 @@
 """write_shards: balanced, exact, atomic shards with index files; read_index."""
 
+import concurrent.futures
 import errno
 import os
 import signal
@@ -201,6 +202,98 @@ def test_ctrl_c_to_the_process_group_leaves_no_temporary_file(tmp_path):
             os.killpg(writer.pid, signal.SIGKILL)
             writer.wait()
     assert_nothing_temporary(out)
+
+
+_NO_GUARD = """
+import os, sys
+import queuepipe as qp
+from queuepipe import shards
+
+# No `if __name__ == "__main__":` here, as in write_shards' own docstring example: a spawned
+# worker would import this script again and write the shards again, and fail.
+rows = [{"label": i} for i in range(int(sys.argv[2]))]
+paths = qp.write_shards(rows, sys.argv[1], 3, processes=2, progress=False)
+print(shards._spawn_is_safe(), len(paths))
+"""
+
+_GUARDED = """
+import sys
+from queuepipe import shards
+
+def main():
+    return shards._spawn_is_safe()
+
+print(main())  # the script's top level, outside the guard: a worker would run it again
+if __name__ == "__main__":
+    print(main())
+"""
+
+
+def test_a_script_without_the_main_guard_writes_its_shards_with_threads(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text(_NO_GUARD)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "out"), "30"],
+                         capture_output=True, text=True, timeout=50)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == "False 3\n"
+    labels = sorted(Example.FromString(r).features.feature["label"].int64_list.value[0]
+                    for p in sorted((tmp_path / "out").glob("*.tfrecord"))
+                    for _, r in scan(str(p)))
+    assert labels == list(range(30))
+
+
+def test_processes_are_used_only_from_inside_the_main_guard(tmp_path):
+    script = tmp_path / "guarded.py"
+    script.write_text(_GUARDED)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=50)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == "False\nTrue\n"
+    out = subprocess.run([sys.executable, "-c", "from queuepipe import shards; "
+                          "print(shards._spawn_is_safe())"], capture_output=True, text=True,
+                         timeout=50)
+    assert out.stdout == "True\n"  # no script to import again
+
+
+def test_any_executor_writes_the_shards_and_stays_the_callers(tmp_path):
+    records = random_records(50)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        paths = write_shards(records, tmp_path, 4, executor=pool, progress=False)
+        assert pool.submit(lambda: 7).result() == 7  # not shut down by write_shards
+    assert shard_contents(paths) == [records[s::4] for s in range(4)]
+    with pytest.raises(TypeError, match=r"^executor must be a concurrent\.futures\.Executor"):
+        write_shards(records, tmp_path, 2, executor="dask")
+
+
+_DASK = """
+import os, sys
+import numpy as np
+import distributed
+import queuepipe as qp
+
+if __name__ == "__main__":
+    rows = {"label": np.arange(40), "blob": [bytes([i]) * 8 for i in range(40)]}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \\
+            distributed.Client(cluster) as client:
+        paths = qp.write_shards(rows, sys.argv[1], 4, executor=client.get_executor(),
+                                progress=False)
+        workers = set(client.run(os.getpid).values())
+    labels = qp.parse_example([r for p in paths for r in qp.io.tf_record_iterator(p)],
+                              {"label": qp.io.FixedLenFeature([], qp.int64)})["label"]
+    print(len(workers), os.getpid() in workers, sorted(labels.tolist()) == list(range(40)))
+"""
+
+
+def test_a_dask_cluster_writes_the_shards(tmp_path):
+    # In a process of its own: dask keeps threads of its own for the life of the process.
+    pytest.importorskip("distributed")
+    script = tmp_path / "dask_writer.py"
+    script.write_text(_DASK)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=55)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[-1] == "2 False True"  # two worker processes, not ours
 
 
 def test_argument_errors(tmp_path):
