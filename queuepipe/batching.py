@@ -74,6 +74,7 @@ from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
     _ArrivalPoolShuffleQueue
 from queuepipe.readers import ReaderBase, TFRecordReader
+from queuepipe.shards import indexed_count
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
     start_queue_runners
 from queuepipe.sparse import SparseValue
@@ -609,6 +610,7 @@ class Batches:
         pipeline.claim(self._group)
         self._raised: Optional[BaseException] = None
         self._pid = os.getpid()
+        self._length: Optional[int] = None  # batches in all, where known (read_batch_features)
         weakref.finalize(self, _stop_abandoned, self._group)  # kept alive by weakref itself
 
     @property
@@ -744,6 +746,23 @@ class Batches:
             self.close()
         except Exception:  # noqa: BLE001 - never hide the exception of the with-body
             _log.debug("Ignored an error while closing batches after %r", exc, exc_info=True)
+
+    def __len__(self) -> int:
+        """The number of batches in all, where it is known: ``read_batch_features`` with
+        ``num_epochs`` set and an up-to-date ``.index`` beside every file (``write_shards``
+        and ``queuepipe index`` write them).
+
+        Raises:
+          TypeError: the number is not known (a producer function, no index, endless input).
+        """
+        if self._length is None:
+            raise TypeError("the number of these batches is not known: len() is given for "
+                            "read_batch_features with num_epochs set and an up-to-date .index "
+                            "beside every file")
+        return self._length
+
+    def __bool__(self) -> bool:
+        return True  # not len(): an iterator is true, whether or not its length is known
 
     def __repr__(self) -> str:
         return (f"<Batches of {self._batch_size} from {self._queue!r}"
@@ -1212,10 +1231,30 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     producers = [_ReadParse(readers[i % reader_num_threads], filenames, read_batch_size, parse,
                             keyed=parse_fn is None)
                  for i in range(num_enqueue_threads)]
-    return _batching(producers, 1, scope=scope, batch_size=batch_size, capacity=queue_capacity,
-                     min_after_dequeue=queue_capacity // 2 if randomize_input else None,
-                     seed=seed, enqueue_many=True,
-                     allow_smaller_final_batch=allow_smaller_final_batch)
+    batches = _batching(producers, 1, scope=scope, batch_size=batch_size,
+                        capacity=queue_capacity,
+                        min_after_dequeue=queue_capacity // 2 if randomize_input else None,
+                        seed=seed, enqueue_many=True,
+                        allow_smaller_final_batch=allow_smaller_final_batch)
+    records = _indexed_total(files)
+    if records is not None and num_epochs is not None:
+        total = records * num_epochs
+        batches._length = -(-total // batch_size) if allow_smaller_final_batch \
+            else total // batch_size
+    return batches
+
+
+def _indexed_total(files: Sequence[str]) -> Optional[int]:
+    """The records of ``files`` by their ``.index`` files, or None unless every local file
+    has one that matches it."""
+    total = 0
+    for path in files:
+        path = os.fsdecode(path)
+        count = indexed_count(path)[0] if os.path.isfile(path) else None
+        if count is None:
+            return None
+        total += count
+    return total
 
 
 # -- running a pipeline ---------------------------------------------------------------------

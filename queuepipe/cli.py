@@ -197,23 +197,13 @@ def _cmd_inspect(args) -> int:
 
 def _count_from_index(path: str) -> Optional[int]:
     """The record count from ``path``'s index, or None when there is none or it does not
-    match the file."""
-    index = _index_path(path)
-    if not os.path.exists(index):
-        return None
-    from queuepipe.shards import index_mismatch, read_index
+    match the file (with a warning)."""
+    from queuepipe.shards import indexed_count
 
-    try:
-        entries = read_index(index)
-    except ValueError as e:
-        print(f"{PROG} count: warning: {e}; counting by a scan", file=sys.stderr)
-        return None
-    mismatch = index_mismatch(entries, _file_size(path))
-    if mismatch is not None:
-        print(f"{PROG} count: warning: '{index}' does not match its file ({mismatch}); "
-              f"counting by a scan", file=sys.stderr)
-        return None
-    return len(entries)
+    count, problem = indexed_count(path)
+    if problem is not None:
+        print(f"{PROG} count: warning: {problem}; counting by a scan", file=sys.stderr)
+    return count
 
 
 def _cmd_count(args) -> int:

@@ -104,6 +104,14 @@ class Coordinator:
         self._joined = False
         self._registered_threads: set = set()
 
+    def __repr__(self) -> str:
+        with self._lock:
+            threads = sum(1 for t in self._registered_threads if t.is_alive())
+            error = self._exception
+        state = "stop requested" if self._stop_event.is_set() else "running"
+        return (f"<Coordinator {state}, {threads} registered thread(s) alive"
+                f"{f', error {type(error).__name__}: {error}' if error is not None else ''}>")
+
     def _as_exception(self, ex: Any) -> Optional[BaseException]:
         """Returns the exception instance in ``ex``, or None for no error or a clean stop."""
         if isinstance(ex, tuple):

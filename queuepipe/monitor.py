@@ -145,6 +145,13 @@ class QueueMonitor:
         self._coord: Optional[Coordinator] = None
         self._thread: Optional[LooperThread] = None
 
+    def __repr__(self) -> str:
+        running = self._thread is not None and self._thread.is_alive()
+        with self._lock:
+            queues = sorted(self._history)
+        return (f"<QueueMonitor every {self._interval:g} s, {'running' if running else 'stopped'}"
+                f", queues {queues}>")
+
     # -- running ------------------------------------------------------------------------------
 
     def start(self) -> "QueueMonitor":

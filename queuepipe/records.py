@@ -438,6 +438,11 @@ class TFRecordWriter:
         """The OS file descriptor (plain local files only), e.g. for ``os.fsync``."""
         return self._file.fileno()
 
+    def __repr__(self) -> str:
+        compression = "uncompressed" if self._compressor is None else "compressed"
+        return (f"<TFRecordWriter '{self._path}' {compression}, "
+                f"{'closed' if self._file is None else 'open'}>")
+
     def close(self) -> None:
         """Finishes the compressed stream, if any, and closes the file. Idempotent."""
         if self._file is None:

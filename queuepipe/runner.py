@@ -389,6 +389,14 @@ class Pipeline:
         self._queue_runners: List[QueueRunner] = []
         self._owners: Dict[QueueRunner, RunnerGroup] = {}
 
+    def __repr__(self) -> str:
+        with self._lock:
+            runners = list(self._queue_runners)
+        running = sum(1 for qr in runners if qr.running)
+        return (f"<Pipeline{' (default)' if self is _DEFAULT_PIPELINE else ''}: "
+                f"{len(runners)} queue runner(s), {running} running; queues "
+                f"{[qr.queue.name for qr in runners]}>")
+
     def add_queue_runner(self, qr: QueueRunner) -> None:
         """Adds ``qr`` to this pipeline (once; adding it again does nothing).
 

@@ -343,6 +343,27 @@ def index_mismatch(entries: np.ndarray, size: int) -> Optional[str]:
     return None
 
 
+def indexed_count(path: str) -> Tuple[Optional[int], Optional[str]]:
+    """The number of records of the local file ``path`` from its ``path + ".index"``, if that
+    index matches the file (:func:`index_mismatch`).
+
+    Returns:
+      ``(count, None)``; or ``(None, why)`` for an index that is malformed or does not match
+      the file; or ``(None, None)`` when there is no index.
+    """
+    index = path + ".index"
+    if not os.path.exists(index):
+        return None, None
+    try:
+        entries = read_index(index)
+    except ValueError as e:
+        return None, str(e)
+    mismatch = index_mismatch(entries, os.path.getsize(path))
+    if mismatch is not None:
+        return None, f"'{index}' does not match its file ({mismatch})"
+    return len(entries), None
+
+
 def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
     """Reads a ``.index`` file written by :func:`write_shards` (or the ``tfrecord`` package).
 

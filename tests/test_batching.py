@@ -995,3 +995,20 @@ def test_a_structure_the_queue_cannot_hold_is_reported_once_naming_the_component
     with pytest.raises(InvalidArgumentError, match=r"component 1: a ragged value has no shape"):
         next(batches)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize("smaller", [True, False])
+def test_len_of_read_batch_features_from_indexed_shards(tmp_path, smaller):
+    rows = {"label": np.arange(50)}
+    paths = qp.write_shards(rows, tmp_path, 3, progress=False)  # with .index files
+    features = {"label": qp.io.FixedLenFeature([], qp.int64)}
+    with qp.train.read_batch_features(paths, 7, features, num_epochs=2, seed=1,
+                                      allow_smaller_final_batch=smaller) as batches:
+        expected = 15 if smaller else 14  # 100 records in batches of 7
+        assert len(batches) == expected and bool(batches)
+        assert sum(1 for _ in batches) == expected
+    os.remove(paths[1] + ".index")
+    with qp.train.read_batch_features(paths, 7, features, num_epochs=2) as batches:
+        with pytest.raises(TypeError, match=r"^the number of these batches is not known"):
+            len(batches)
+        assert bool(batches) and len(list(batches)) == 15

@@ -299,3 +299,14 @@ def test_torch_cnn_example_trains_a_few_steps(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == sorted(
         [f"digits-{i:05d}-of-00004.tfrecord{suffix}" for i in range(4) for suffix in ("",
                                                                                       ".index")])
+
+
+def test_to_torch_refuses_a_whole_batches_and_the_adapter_says_what_it_wraps():
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        batches = qp.train.batch(lambda: np.int64(1), 2, capacity=4)
+    with batches:
+        with pytest.raises(TypeError, match=r"^to_torch converts one batch; for a whole "
+                                            r"Batches use TorchBatches\(batches\)"):
+            to_torch(batches)
+        assert repr(TorchBatches(batches)) == f"<TorchBatches over {batches!r}>"

@@ -236,3 +236,14 @@ def test_a_batching_pipeline_is_judged_at_its_batch_queue():
                                      "average 100% full")
     table = monitor.table().splitlines()
     assert [line.split()[0] for line in table[2:]] == [filenames.name, batches.queue.name]
+
+
+def test_a_monitor_says_its_interval_state_and_queues_when_printed():
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        queue = qp.FIFOQueue(4, [qp.int64], shapes=[[]], name="watched")
+        pipeline.add_queue_runner(qp.QueueRunner(queue, [lambda: None]))
+    monitor = QueueMonitor(pipeline, interval=0.5)
+    assert repr(monitor) == "<QueueMonitor every 0.5 s, stopped, queues []>"
+    monitor.sample()
+    assert repr(monitor) == "<QueueMonitor every 0.5 s, stopped, queues ['watched']>"

@@ -574,3 +574,11 @@ def test_tf_record_options_takes_tfs_zlib_settings(tmp_path):
                       ("flush_mode", 4), ("compression_method", 7), ("input_buffer_size", 0)]:
         with pytest.raises(ValueError, match=rf"^TFRecordOptions: {name} must be .*, got {bad}$"):
             TFRecordOptions("ZLIB", **{name: bad})
+
+
+def test_a_writer_says_its_file_and_state_when_printed(tmp_path):
+    path = str(tmp_path / "data.tfrecord.gz")
+    writer = TFRecordWriter(path, "GZIP")
+    assert repr(writer) == f"<TFRecordWriter '{path}' compressed, open>"
+    writer.close()
+    assert repr(writer) == f"<TFRecordWriter '{path}' compressed, closed>"

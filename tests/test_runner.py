@@ -401,3 +401,16 @@ def test_a_pipeline_forgets_runners_whose_queue_closed_and_threads_ended(pipelin
 def test_start_queue_runners_on_an_empty_pipeline_warns(pipeline, caplog):
     assert start_queue_runners(Coordinator()) == []
     assert "the pipeline has no QueueRunners" in caplog.text
+
+
+def test_a_pipeline_and_a_coordinator_say_what_they_hold_when_printed():
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        queue = qp.range_input_producer(3, num_epochs=1, shuffle=False, name="numbers")
+    assert repr(pipeline) == ("<Pipeline: 1 queue runner(s), 0 running; queues "
+                              f"['{queue.name}']>")
+    coord = qp.Coordinator()
+    assert repr(coord) == "<Coordinator running, 0 registered thread(s) alive>"
+    coord.request_stop(ValueError("bad record"))
+    assert repr(coord) == ("<Coordinator stop requested, 0 registered thread(s) alive, error "
+                           "ValueError: bad record>")

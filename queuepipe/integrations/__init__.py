@@ -33,6 +33,9 @@ class BatchIterator:
     def __iter__(self) -> "BatchIterator":
         return self
 
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} over {self._source!r}>"
+
     def __next__(self) -> Any:
         raise NotImplementedError
 

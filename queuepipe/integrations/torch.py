@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 import numpy as np
 
+from queuepipe.batching import Batches
 from queuepipe.coordinator import Coordinator
 from queuepipe.distributed import Shard, shard_info
 from queuepipe.integrations import BatchIterator
@@ -193,9 +194,13 @@ def to_torch(batch: Any, device: Any = None, pin_memory: bool = False, sparse: s
       The same structure with tensors in place of numeric arrays.
 
     Raises:
-      TypeError: an array's dtype has no torch type; the message names the component.
+      TypeError: an array's dtype has no torch type (the message names the component), or
+        ``batch`` is a whole :class:`~queuepipe.batching.Batches` (use :class:`TorchBatches`).
       ValueError: ``sparse`` is not one of the three forms.
     """
+    if isinstance(batch, Batches):
+        raise TypeError("to_torch converts one batch; for a whole Batches use "
+                        "TorchBatches(batches), which converts each batch as it comes")
     return _convert(batch, _form(device, pin_memory, sparse, padding_value), "")
 
 
