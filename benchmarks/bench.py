@@ -186,8 +186,43 @@ def pipeline_bulk(qp, files, epochs, threads, workload, options):
         parse_fn=parse, seed=SEED, read_batch_size=BULK_CHUNK)
 
 
-PIPELINES = {"qp_per_record": pipeline_per_record, "qp_bulk": pipeline_bulk}
-THREADS = {"qp_per_record": 2, "qp_bulk": 1}  # the main table's: the seeds' 2, the fastest 1
+def pipeline_compat(qp, files, epochs, threads, workload, options):
+    """The seeds' pattern written as TF1 code, run by ``queuepipe.compat.v1`` (a graph built
+    once, ``sess.run`` per batch): what a legacy script costs against the native one."""
+    import queuepipe.compat.v1 as tf
+
+    filename_queue = tf.train.string_input_producer(files, num_epochs=epochs, shuffle=True,
+                                                    seed=SEED)
+    reader = tf.TFRecordReader(options=options)
+    _, serialized = reader.read(filename_queue)
+    parsed = tf.parse_single_example(serialized, _specs(qp, workload))
+    if workload == "mnist":
+        parsed = {"image": tf.decode_raw(parsed["image"], tf.uint8), "label": parsed["label"]}
+    batch = tf.train.shuffle_batch(parsed, batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
+                                   min_after_dequeue=BUFFER, num_threads=threads, seed=SEED,
+                                   allow_smaller_final_batch=True)
+
+    def run():
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads_ = tf.train.start_queue_runners(sess=sess, coord=coord)
+            try:
+                while True:
+                    yield sess.run(batch)
+            except tf.errors.OutOfRangeError:
+                pass
+            finally:
+                coord.request_stop()
+                coord.join(threads_)
+
+    return run()
+
+
+PIPELINES = {"qp_per_record": pipeline_per_record, "qp_bulk": pipeline_bulk,
+             "compat_per_record": pipeline_compat}
+# The main table's threads: the seeds' 2 per record, the fastest 1 for bulk.
+THREADS = {"qp_per_record": 2, "qp_bulk": 1, "compat_per_record": 2}
+NATIVE = ("qp_per_record", "qp_bulk")  # the pipelines of the scaling table
 
 
 def run_child(name: str, data: str, epochs: int, threads: int, workload: str,
@@ -346,6 +381,9 @@ def targets(rows: dict, expected: dict, workload: str = "mnist") -> list:
             for label in ("qp_bulk", "qp_per_record"):
                 r = m(label, "peak_rss_kib") / m("tfdata", "peak_rss_kib")
                 out.append((f"{label} peak memory <= 0.25x tfdata's", f"{r:.2f}x", r <= 0.25))
+    if "compat_per_record" in rows:
+        r = m("qp_per_record", "steady") / m("compat_per_record", "steady")
+        out.append(("compat_per_record cost <= 1.5x qp_per_record's", f"{r:.2f}x", r <= 1.5))
     if workload == "mnist":
         t = m("qp_bulk", "first_batch")
         out.append(("qp_bulk first batch <= 0.3 s from process start", f"{t:.3f} s", t <= 0.3))
@@ -446,7 +484,7 @@ def main(argv=None) -> int:
     if not args.no_scaling:
         write_gzip_copy(data)
         scaling = {}
-        for name in PIPELINES:
+        for name in NATIVE:
             for threads in (1, 2, 4):
                 label = f"{name}, {threads} thread{'s' if threads > 1 else ''}"
                 scaling[label] = child_argv(name, data, args.epochs, threads)

@@ -215,10 +215,12 @@ class _Structure:
 
     def restore(self, batch: Any) -> Any:
         """A batch as the queue returned it, in the element's form."""
+        # One component comes back bare (a SparseValue too, though a namedtuple).
+        single = not isinstance(batch, tuple) or isinstance(batch, SparseValue)
         if self._kind is tuple:
-            return batch if isinstance(batch, tuple) else (batch,)
+            return (batch,) if single else batch
         if self._kind is list:
-            return list(batch) if isinstance(batch, tuple) else [batch]
+            return [batch] if single else list(batch)
         return batch
 
 

@@ -1012,3 +1012,16 @@ def test_len_of_read_batch_features_from_indexed_shards(tmp_path, smaller):
         with pytest.raises(TypeError, match=r"^the number of these batches is not known"):
             len(batches)
         assert bool(batches) and len(list(batches)) == 15
+
+
+@pytest.mark.parametrize("container", [list, tuple])
+def test_a_lone_sparse_component_in_a_list_or_tuple_comes_back_in_one(container):
+    # TF: batch([sparse]) gives a list of one SparseTensor, not the SparseTensor's parts.
+    value = qp.SparseValue(np.array([[0], [1]]), np.array([5, 6]), np.array([2]))
+    pipeline = qp.Pipeline()
+    with pipeline.as_default():
+        batches = qp.train.batch(lambda: container([value]), 2, capacity=4)
+    with batches:
+        batch = batches.dequeue()
+    assert type(batch) is container and len(batch) == 1
+    assert isinstance(batch[0], qp.SparseValue) and batch[0].dense_shape.tolist() == [2, 2]

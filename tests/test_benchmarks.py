@@ -28,7 +28,8 @@ def workload(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", ["mnist", "tokens"])
-@pytest.mark.parametrize("name, threads", [("qp_per_record", 2), ("qp_bulk", 1)])
+@pytest.mark.parametrize("name, threads", [("qp_per_record", 2), ("qp_bulk", 1),
+                                           ("compat_per_record", 2)])
 def test_a_bench_child_delivers_every_record_of_every_epoch_once(workload, name, threads, kind):
     bench, data = workload
     result = bench.launch(bench.child_argv(name, data, 2, threads, kind))

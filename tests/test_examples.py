@@ -14,7 +14,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
 # The scripts run here. The framework examples (torch_cnn.py, keras_model.py, jax_model.py and
 # their digits.py) are run by the integration tests.
 SCRIPTS = ["demo.py", "fashion_mnist_pipeline.py", "csv_pipeline.py", "sharded_join.py",
-           "sequence_pipeline.py", "read_speed.py"]
+           "sequence_pipeline.py", "read_speed.py", "tf1_unchanged.py"]
 
 
 def run(script, *args):
@@ -110,3 +110,15 @@ def test_read_speed_measures_read_batch_features_and_checks_every_record():
                      out, re.MULTILINE)
     assert re.search(r"^best: [0-9,]+ records/s \(batch 128, shuffle queue 10000", out,
                      re.MULTILINE)
+
+
+def test_a_tf1_listing_runs_unchanged_through_compat_v1_and_learns():
+    with open(os.path.join(EXAMPLES, "tf1_unchanged.py")) as f:
+        imports = [line for line in f if line.startswith(("import ", "from "))
+                   and "queuepipe" in line]
+    assert imports == ["import queuepipe.compat.v1 as tf\n"]  # the one line changed
+    out = run("tf1_unchanged.py", "--epochs", "3")
+    assert "wrote 1438 Examples to train.tfrecords" in out
+    assert "done training for 3 epochs, 135 steps" in out  # the OutOfRangeError at the end
+    assert "trained on 4314 examples (3 x 1438 expected)" in out
+    assert number_after("held-out accuracy", out) > 0.8

@@ -1,0 +1,336 @@
+"""TF1's two phases on queuepipe: build a graph of symbolic values once, run it many times.
+
+TF1 input code first *builds* (``reader.read(q)``, ``parse_single_example``, ``shuffle_batch``
+return tensors, not values) and then *runs* (``sess.run(fetches)``). Here a :class:`Tensor` is a
+node: a function and the nodes it reads. Evaluating a set of fetches computes each node at most
+once (a memo per evaluation), as TF computes each op once per ``run``::
+
+    build:   read ---> (key, value) ---> parse ---> image ---> cast ---> x
+                                                └--> label
+    run:     sess.run([x, label])   -> read once, parse once, both values from that record
+             runner thread          -> the same graph evaluated once per element it enqueues
+
+A node is either *per run* (its value belongs to one evaluation: a read, a dequeue) or a plain
+function of its inputs; there is no other state. An :class:`Operation` is a node run for its
+effect (an enqueue, an initializer); ``sess.run`` gives None for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from queuepipe.runner import Pipeline, get_default_pipeline
+
+__all__ = ["Tensor", "Operation", "evaluate", "compile_fetches", "Graph", "get_default_graph",
+           "Session", "as_node", "no_op"]
+
+
+class Tensor:
+    """A symbolic value: ``fn`` applied to the values of ``inputs`` when evaluated.
+
+    Arithmetic, comparison and indexing on a Tensor build new Tensors (see
+    :mod:`queuepipe.compat.v1.ops`), as on a TF1 tensor.
+    """
+
+    __array_priority__ = 1000  # ``numpy_value * tensor`` builds a Tensor too
+
+    def __init__(self, fn: Callable[..., Any], inputs: Sequence[Any] = (), name: str = "op",
+                 graph: Optional["Graph"] = None):
+        self._fn = fn
+        self._inputs = [as_node(x) for x in inputs]
+        self.name = name
+        self.graph = graph if graph is not None else get_default_graph()
+
+    def _compute(self, memo: Dict[int, Any]) -> Any:
+        return self._fn(*(node._value(memo) for node in self._inputs))
+
+    def _value(self, memo: Dict[int, Any]) -> Any:
+        key = id(self)
+        if key not in memo:
+            memo[key] = self._compute(memo)
+        return memo[key]
+
+    def eval(self, session: Optional["Session"] = None) -> Any:
+        """The value in one run of ``session`` (the default session if None)."""
+        return (session or _default_session()).run(self)
+
+    def __iter__(self):
+        raise TypeError(f"Tensor '{self.name}' is a symbolic value: it has no elements to "
+                        "iterate at graph-build time (run it with sess.run to get its value)")
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"Tensor '{self.name}' is a symbolic value: it has no truth value at "
+                        "graph-build time (run it with sess.run to get its value)")
+
+    def __repr__(self) -> str:
+        return f"<tf.Tensor '{self.name}'>"
+
+
+class Operation(Tensor):
+    """A node run for its effect; ``sess.run`` gives None for it. Calling it runs it once
+    (what a QueueRunner's thread does with each of its enqueue ops)."""
+
+    def __call__(self) -> None:
+        plan = self.__dict__.get("_plan")
+        if plan is None:  # compiled at the first call (idempotent: no lock needed)
+            plan = self._plan = compile_fetches(self)
+        plan()
+
+    def run(self, session: Optional["Session"] = None) -> None:
+        (session or _default_session()).run(self)
+
+    def __repr__(self) -> str:
+        return f"<tf.Operation '{self.name}'>"
+
+
+class _Constant(Tensor):
+    def __init__(self, value: Any):
+        self._constant = value
+        self._inputs = []
+        self.name = "Const"
+        self.graph = None
+
+    def _value(self, memo: Dict[int, Any]) -> Any:
+        return self._constant
+
+
+def as_node(value: Any) -> Tensor:
+    """A Tensor as it is; anything else (a number, an array, a list of Tensors) as a node."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
+        return Tensor(lambda *items: np.stack([np.asarray(i) for i in items]),
+                      list(value), name="pack")
+    return _Constant(value)
+
+
+def no_op(name: str = "NoOp") -> Operation:
+    """An operation that does nothing (TF1's initializers, here: there are no variables)."""
+    return Operation(lambda: None, name=name)
+
+
+def evaluate(fetches: Any, memo: Optional[Dict[int, Any]] = None, strict: bool = True) -> Any:
+    """The values of ``fetches`` (Tensors, Operations, and lists, tuples, dicts of them,
+    nested), each node computed once; None for an Operation. Other leaves are an error when
+    ``strict`` (as in ``sess.run``), else values as they are (what an enqueue op is given)."""
+    memo = {} if memo is None else memo
+    if isinstance(fetches, Operation):
+        fetches._value(memo)
+        return None
+    if isinstance(fetches, Tensor):
+        return fetches._value(memo)
+    if isinstance(fetches, Mapping):
+        return type(fetches)((k, evaluate(v, memo, strict)) for k, v in fetches.items())
+    if isinstance(fetches, (list, tuple)):
+        values = [evaluate(v, memo, strict) for v in fetches]
+        return type(fetches)(*values) if hasattr(fetches, "_fields") else type(fetches)(values)
+    if fetches is None or not strict:
+        return fetches
+    raise TypeError(f"Fetch argument {fetches!r} has invalid type {type(fetches).__name__}: "
+                    "fetch Tensors, Operations, or lists, tuples and dicts of them")
+
+
+def compile_fetches(fetches: Any) -> Callable[[], Any]:
+    """A function that evaluates ``fetches`` as :func:`evaluate` does (non-Tensor leaves as
+    values), with the nodes put in order once. What a runner thread calls per element.
+
+    The function is generated as one line per node (``v3 = f3(v1, v2)``) and one expression
+    for the result, as ``collections.namedtuple`` generates its class: a call then costs one
+    call per node, not a memo look-up and an argument list each (a third of the per-record
+    pipeline's cost). Only indices enter its source; the nodes' functions, the fetches' keys
+    and constant leaves are passed in as values. Its size grows with the graph, not the data.
+    """
+    order: List[Tensor] = []
+    position: Dict[int, int] = {}
+
+    def visit(root: Tensor) -> None:
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if id(node) in position:
+                continue
+            if expanded:
+                position[id(node)] = len(order)
+                order.append(node)
+                continue
+            stack.append((node, True))
+            stack.extend((i, False) for i in reversed(node._inputs) if id(i) not in position)
+
+    namespace: Dict[str, Any] = {}
+
+    def name(prefix: str, value: Any) -> str:
+        """A new name in the function's namespace, bound to ``value``."""
+        key = f"{prefix}{len(namespace)}"
+        namespace[key] = value
+        return key
+
+    def result(value: Any) -> str:
+        """The source of the expression that rebuilds ``value`` from the nodes' values."""
+        if isinstance(value, Tensor):
+            visit(value)
+            return "None" if isinstance(value, Operation) else f"v{position[id(value)]}"
+        if isinstance(value, Mapping):
+            items = "{" + ", ".join(f"{name('k', key)}: {result(item)}"
+                                    for key, item in value.items()) + "}"
+            return items if type(value) is dict else f"{name('t', type(value))}({items})"
+        if isinstance(value, (list, tuple)):
+            items = [result(item) for item in value]
+            if type(value) is list:
+                return "[" + ", ".join(items) + "]"
+            if type(value) is tuple:
+                return "(" + "".join(f"{item}, " for item in items) + ")"
+            return f"{name('t', type(value))}({', '.join(items)})"
+        return name("c", value)
+
+    returned = result(fetches)
+    lines = []
+    for i, node in enumerate(order):
+        namespace[f"f{i}"] = _step_fn(node)
+        args = ", ".join(f"v{position[id(x)]}" for x in node._inputs)
+        lines.append(f"    v{i} = f{i}({args})\n")
+    source = "def run():\n" + "".join(lines) + f"    return {returned}\n"
+    exec(source, namespace)  # noqa: S102 - source made above from indices only
+    return namespace["run"]
+
+
+def _step_fn(node: Tensor) -> Callable[..., Any]:
+    if isinstance(node, _Constant):
+        constant = node._constant
+        return lambda: constant
+    return node._fn
+
+
+class Graph:
+    """TF1's graph: here, the :class:`~queuepipe.runner.Pipeline` whose QueueRunners the
+    graph's input functions add. ``with tf.Graph().as_default():`` builds into a fresh one."""
+
+    def __init__(self):
+        self.pipeline = Pipeline()
+
+    def as_default(self) -> "_GraphScope":
+        return _GraphScope(self)
+
+    def finalize(self) -> None:
+        """Accepted for TF1 code; the graph is not frozen."""
+
+
+class _GraphScope:
+    def __init__(self, graph: Graph):
+        self._graph = graph
+        self._pipeline_scope = graph.pipeline.as_default()
+
+    def __enter__(self) -> Graph:
+        _graphs().append(self._graph)
+        self._pipeline_scope.__enter__()
+        return self._graph
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pipeline_scope.__exit__(*exc)
+        _graphs().pop()
+
+
+class _ProcessGraph(Graph):
+    """The graph outside every ``Graph().as_default()``: it builds into queuepipe's default
+    pipeline of the moment (so that native and compat code share it)."""
+
+    def __init__(self):  # no pipeline of its own: see the property
+        pass
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return get_default_pipeline()
+
+
+_local = threading.local()
+_PROCESS_GRAPH = _ProcessGraph()
+
+
+def _graphs() -> List[Graph]:
+    if not hasattr(_local, "graphs"):
+        _local.graphs = []
+    return _local.graphs
+
+
+def get_default_graph() -> Graph:
+    """The innermost ``Graph().as_default()`` of this thread, else the process's graph (which
+    builds into queuepipe's default pipeline)."""
+    stack = _graphs()
+    return stack[-1] if stack else _PROCESS_GRAPH
+
+
+class Session:
+    """Runs fetches of a graph: ``sess.run([images, labels])`` gives one batch of each.
+
+    Each :meth:`run` evaluates its fetches with one memo, so a node shared by several fetches
+    (the dequeue of a batch behind ``images`` and ``labels``) runs once. Closing the session
+    (the end of ``with tf.Session() as sess:``) closes the graph's queues with their pending
+    enqueues cancelled, as TF's session close does, so that no input thread stays blocked.
+
+    Args:
+      target, config: accepted for TF1 code; unused.
+      graph: the graph to run (the default graph if None).
+    """
+
+    def __init__(self, target: str = "", graph: Optional[Graph] = None, config: Any = None):
+        del target, config
+        self.graph = graph if graph is not None else get_default_graph()
+        self._closed = False
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None,
+            run_metadata: Any = None) -> Any:
+        """The values of ``fetches`` (nested lists, tuples, dicts), each node run once."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        if feed_dict:
+            raise NotImplementedError("feed_dict is not provided by queuepipe.compat.v1: an "
+                                      "input pipeline has no placeholders to feed; pass the "
+                                      "values to your model directly")
+        del options, run_metadata
+        return evaluate(fetches)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for queue in self.graph.pipeline.queues:
+            queue.close(cancel_pending_enqueues=True)
+
+    def __enter__(self) -> "Session":
+        _sessions().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _sessions().pop()
+        self.close()
+
+    def as_default(self) -> "_SessionScope":
+        """``with sess.as_default():`` makes ``tensor.eval()`` use this session."""
+        return _SessionScope(self)
+
+
+class _SessionScope:
+    def __init__(self, session: Session):
+        self._session = session
+
+    def __enter__(self) -> Session:
+        _sessions().append(self._session)
+        return self._session
+
+    def __exit__(self, *exc: Any) -> None:
+        _sessions().pop()
+
+
+def _sessions() -> List[Session]:
+    if not hasattr(_local, "sessions"):
+        _local.sessions = []
+    return _local.sessions
+
+
+def _default_session() -> Session:
+    if not _sessions():
+        raise ValueError("Cannot evaluate tensor using `eval()`: No default session is "
+                         "registered. Use `with sess.as_default()` or pass a session")
+    return _sessions()[-1]

@@ -1,0 +1,243 @@
+"""queuepipe.compat.v1: TF1 input code run as TF1 users write it, with only the import changed.
+
+Each test is a TF1 listing (the idioms of ../shared/tf1_patterns.md: build the graph, then run
+it in a session) and checks what TF1 gives: every record once per epoch, one dequeue per
+``sess.run``, the ``OutOfRangeError`` at the end, TF's dtypes and shapes.
+"""
+
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+import queuepipe.compat.v1 as tf
+
+
+def write_mnist_like(path, n, seed=0):
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, size=(n, 784), dtype=np.uint8)
+    with qp.io.TFRecordWriter(str(path)) as writer:
+        for i in range(n):
+            writer.write(qp.make_example({"image": images[i].tobytes(), "label": i})
+                         .SerializeToString())
+    return images
+
+
+def read_my_file_format(filename_queue):
+    reader = tf.TFRecordReader()  # created once, at graph-build time
+    _, serialized = reader.read(filename_queue)
+    f = tf.parse_single_example(serialized, {
+        "image": tf.FixedLenFeature([], tf.string), "label": tf.FixedLenFeature([], tf.int64)})
+    image = tf.cast(tf.reshape(tf.decode_raw(f["image"], tf.uint8), [784]), tf.float32)
+    return image / 255.0 * 2.0 - 1.0, tf.cast(f["label"], tf.int32)
+
+
+def test_the_classic_listing_gives_every_record_once_per_epoch_one_batch_per_run(tmp_path):
+    files = [tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"]
+    images = np.concatenate([write_mnist_like(files[0], 24, 1), write_mnist_like(files[1], 24, 2)])
+    labels_written = list(range(24)) * 2
+    with tf.Graph().as_default():
+        filename_queue = tf.train.string_input_producer([str(f) for f in files], num_epochs=2,
+                                                        shuffle=True)
+        image, label = read_my_file_format(filename_queue)
+        images_b, labels_b = tf.train.shuffle_batch([image, label], batch_size=8, capacity=64,
+                                                    min_after_dequeue=16, num_threads=2)
+        runs, seen = 0, Counter()
+        with tf.Session() as sess:
+            sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            try:
+                while not coord.should_stop():
+                    x, y = sess.run([images_b, labels_b])  # one batch per run
+                    runs += 1
+                    assert x.shape == (8, 784) and x.dtype == np.float32
+                    assert y.shape == (8,) and y.dtype == np.int32
+                    for row, lab in zip(x, y):
+                        raw = np.rint((row + 1.0) / 2.0 * 255.0).astype(np.uint8)
+                        seen[(int(lab), raw.tobytes())] += 1
+            except tf.errors.OutOfRangeError:
+                pass
+            finally:
+                coord.request_stop()
+            coord.join(threads)
+    assert runs == 12  # 96 records in batches of 8: each run dequeued exactly one batch
+    assert seen == Counter({(lab, img.tobytes()): 2 for lab, img in zip(labels_written, images)})
+
+
+def test_a_queue_filled_by_a_queue_runner_of_enqueue_ops():
+    with tf.Graph().as_default():
+        queue = tf.RandomShuffleQueue(capacity=100, min_after_dequeue=10, dtypes=[tf.int32],
+                                      shapes=[[]])
+        counter = tf.train.range_input_producer(1000, num_epochs=1, shuffle=False).dequeue()
+        qr = tf.train.QueueRunner(queue, [queue.enqueue(counter)] * 4)
+        tf.train.add_queue_runner(qr)
+        batch = queue.dequeue_many(32)
+        got = []
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    got.extend(sess.run(batch).tolist())
+            coord.request_stop()
+            coord.join(threads)
+    assert len(got) == 992 and len(set(got)) == 992  # 31 full batches, each value once
+    assert set(got) <= set(range(1000)) and got != sorted(got)
+
+
+def test_csv_lines_through_decode_csv_and_stack(tmp_path):
+    for name, rows in (("a.csv", [(1, 2, 0.5), (3, 4, 1.5)]), ("b.csv", [(5, 6, 2.5)])):
+        (tmp_path / name).write_text("x,y,z\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows))
+    with tf.Graph().as_default():
+        reader = tf.TextLineReader(skip_header_lines=1)
+        _, line = reader.read(tf.train.string_input_producer(
+            [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")], num_epochs=1, shuffle=False))
+        c1, c2, c3 = tf.decode_csv(line, record_defaults=[[1], [1], [1.0]])
+        features = tf.stack([c1, c2])
+        rows = []
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    f, z = sess.run([features, c3])  # one line read for both fetches
+                    rows.append((f.tolist(), float(z)))
+            coord.request_stop()
+            coord.join(threads)
+    assert rows == [([1, 2], 0.5), ([3, 4], 1.5), ([5, 6], 2.5)]
+
+
+def test_sliced_tensors_batched_and_a_varlen_feature_batched_as_one_sparse_value(tmp_path):
+    xs, ys = np.arange(50, dtype=np.int64), np.arange(50, dtype=np.int64) * 10
+    path = tmp_path / "tags.tfrecord"
+    with qp.io.TFRecordWriter(str(path)) as writer:
+        for i in range(16):
+            writer.write(qp.make_example({"tags": list(range(i % 4))}).SerializeToString())
+    with tf.Graph().as_default():
+        x, y = tf.train.slice_input_producer([xs, ys], num_epochs=3, shuffle=True)
+        xb, yb = tf.train.batch([x, y], batch_size=19, allow_smaller_final_batch=True)
+        reader = tf.TFRecordReader()
+        _, serialized = reader.read(tf.train.string_input_producer([str(path)], num_epochs=1))
+        tags = tf.parse_single_example(serialized, {"tags": tf.VarLenFeature(tf.int64)})["tags"]
+        tag_batch = tf.train.batch([tags], batch_size=8)[0]  # one SparseTensor per batch
+        pairs, sizes, lengths = Counter(), [], []
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            for _ in range(2):
+                sparse = sess.run(tag_batch)
+                assert isinstance(sparse, tf.SparseTensorValue)
+                assert sparse.dense_shape.tolist() == [8, 3]
+                lengths += sparse.row_lengths().tolist()
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    a, b = sess.run([xb, yb])
+                    sizes.append(len(a))
+                    pairs.update(zip(a.tolist(), b.tolist()))
+            coord.request_stop()
+            coord.join(threads)
+    assert sorted(lengths) == sorted([i % 4 for i in range(16)])
+    assert sizes == [19] * 7 + [17]  # 150 slices, the last batch smaller
+    assert pairs == Counter({(i, 10 * i): 3 for i in range(50)})
+
+
+def test_threads_of_your_own_under_a_coordinator():
+    done = Counter()
+
+    def loop(coord):
+        while not coord.should_stop():
+            done[threading.current_thread().name] += 1
+            if sum(done.values()) >= 100:
+                coord.request_stop()
+
+    coord = tf.train.Coordinator()
+    threads = [threading.Thread(target=loop, args=(coord,), name=f"t{i}") for i in range(10)]
+    for t in threads:
+        t.start()
+    coord.join(threads)
+    assert sum(done.values()) >= 100 and not any(t.is_alive() for t in threads)
+
+
+def test_session_run_computes_each_node_once_per_run_and_takes_nested_fetches():
+    calls = Counter()
+    with tf.Graph().as_default():
+        q = tf.FIFOQueue(10, [tf.int64], shapes=[[]])
+        with tf.Session() as sess:
+            sess.run(q.enqueue_many([np.arange(6)]))
+            value = q.dequeue()
+            doubled, tripled = value * 2, 3 * value
+            assert sess.run({"v": value, "pair": (doubled, [tripled])}) == \
+                {"v": 0, "pair": (0, [0])}
+            assert sess.run([doubled, tripled]) == [2, 3]  # one dequeue for both
+            assert int(sess.run(q.size())) == 4
+            assert sess.run(q.close()) is None
+            assert value.eval(sess) == 2
+    del calls
+
+
+def test_an_op_that_is_not_provided_fails_at_graph_build_time_naming_it():
+    with pytest.raises(NotImplementedError, match=r"^tf\.image\.decode_jpeg is not provided by "
+                                                  r"queuepipe\.compat\.v1"):
+        tf.image.decode_jpeg
+    with pytest.raises(NotImplementedError, match=r"^tf\.nn is not provided"):
+        tf.nn
+    with pytest.raises(NotImplementedError, match=r"^tf\.train\.Saver is not provided"):
+        tf.train.Saver
+    with pytest.raises(TypeError, match=r"symbolic value: it has no truth value"):
+        bool(tf.constant(1) + 1)
+
+
+def test_the_per_element_ops_compute_what_numpy_and_tf_compute():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with tf.Session() as sess:
+        t = tf.constant(x)
+        got = sess.run({
+            "cast": tf.cast(tf.constant([1.7, -1.7]), tf.int32),
+            "one_hot": tf.one_hot(tf.constant([0, 2, 5]), 3),
+            "reduce": tf.reduce_sum(t, axis=1), "mean": tf.reduce_mean(t),
+            "argmax": tf.argmax(t, axis=1), "slice": tf.slice(t, [1, 1], [2, -1]),
+            "gather": tf.gather(t, [2, 0]), "expand": tf.shape(tf.expand_dims(t, 0)),
+            "concat": tf.concat([t, t], axis=0), "transpose": tf.transpose(t),
+            "number": tf.string_to_number(tf.constant(b"2.5")),
+            "ops": (t - 1.0) * 2.0 / 4.0, "neg": -t[0], "compare": t[1] > 5.0,
+            "dense": tf.sparse_tensor_to_dense(tf.parse_single_example(
+                tf.constant(qp.make_example({"t": [7, 8]}).SerializeToString()),
+                {"t": tf.VarLenFeature(tf.int64)})["t"], -1),
+        })
+    assert got["cast"].tolist() == [1, -1]  # toward zero, as TF casts
+    assert got["one_hot"].tolist() == [[1, 0, 0], [0, 0, 1], [0, 0, 0]]
+    assert got["one_hot"].dtype == np.float32
+    assert got["reduce"].tolist() == [6, 22, 38] and got["mean"] == 5.5
+    assert got["argmax"].tolist() == [3, 3, 3] and got["argmax"].dtype == np.int64
+    assert got["slice"].tolist() == [[5, 6, 7], [9, 10, 11]]
+    assert got["gather"].tolist() == [x[2].tolist(), x[0].tolist()]
+    assert got["expand"].tolist() == [1, 3, 4] and got["concat"].shape == (6, 4)
+    assert got["transpose"].shape == (4, 3) and got["number"] == np.float32(2.5)
+    assert np.array_equal(got["ops"], (x - 1.0) * 2.0 / 4.0) and got["ops"].dtype == np.float32
+    assert got["neg"].tolist() == [0, -1, -2, -3]
+    assert got["compare"].tolist() == [False, False, True, True]
+    assert got["dense"].tolist() == [7, 8]
+
+
+def test_dict_batches_enqueue_many_and_a_keep_input_tensor():
+    with tf.Graph().as_default():
+        n = tf.train.range_input_producer(40, num_epochs=1, shuffle=False).dequeue()
+        kept = tf.train.maybe_batch({"n": n, "square": n * n}, keep_input=tf.equal(n % 2, 0),
+                                    batch_size=5)
+        chunks = tf.train.batch([tf.constant(np.arange(6)).__mul__(10)], batch_size=4,
+                                enqueue_many=True)
+        got, squares = [], []
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            for _ in range(4):
+                batch = sess.run(kept)  # one read of n per element for n, its square and keep
+                got += batch["n"].tolist()
+                squares += batch["square"].tolist()
+            assert sess.run(chunks)[0].tolist() == [0, 10, 20, 30]
+            coord.request_stop()
+            coord.join(threads)
+    assert got == list(range(0, 40, 2)) and squares == [v * v for v in got]
