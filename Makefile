@@ -17,7 +17,7 @@ $(VENV)/.demo: setup.cfg setup.py | $(PY)
 # 'torch' requirement would pull a CUDA build of several GB.
 $(VENV)/.test: setup.cfg setup.py | $(PY)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,demo,docs,remote,plot,progress,jax,keras]'
+	$(PY) -m pip install -q -e '.[test,demo,docs,remote,plot,progress,jax,keras,image]'
 	touch $@
 
 demo: $(VENV)/.demo

@@ -43,12 +43,13 @@ _LAZY = table_of({
                            "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch",
                            "maybe_batch_join", "maybe_shuffle_batch_join",
                            "read_batch_features", "running"],
+    "queuepipe.images": ["decode_jpeg", "decode_png", "decode_image", "decode_batch"],
     "queuepipe.shards": ["write_shards"],
     "queuepipe.monitor": ["QueueMonitor"],
 })
 _SUBMODULES = ("train", "io", "python_io", "dtypes", "sparse", "queues", "coordinator",
                "runner", "producers", "records", "readers", "protos", "parsing", "batching",
-               "shards", "remote", "distributed", "monitor", "integrations")
+               "shards", "remote", "distributed", "monitor", "integrations", "images")
 
 __getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)
 

@@ -18,7 +18,7 @@ from typing import Any, Dict
 
 from queuepipe import errors, parsing, protos, records, sparse
 from queuepipe import dtypes as _dtypes
-from queuepipe.compat.v1 import inputs, ops
+from queuepipe.compat.v1 import image_ops, inputs, ops
 from queuepipe.compat.v1.graph import (
     Graph, Operation, Session, Tensor, get_default_graph, no_op,
 )
@@ -111,10 +111,11 @@ io = _Namespace("tf.io", {
     **{name: getattr(ops, name) for name in (
         "parse_example", "parse_single_example", "parse_single_sequence_example",
         "decode_raw", "decode_csv")},
+    **{name: getattr(image_ops, name) for name in ("decode_jpeg", "decode_png", "decode_image")},
 })
 python_io = _Namespace("tf.python_io", dict(_IO))
 sparse_ns = _Namespace("tf.sparse", {"to_dense": ops.sparse_tensor_to_dense})
-image = _Namespace("tf.image", {})
+image = _Namespace("tf.image", {name: getattr(image_ops, name) for name in image_ops.__all__})
 math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "abs", "sqrt", "square",
     "exp", "log", "equal", "not_equal", "greater", "less", "argmax", "argmin", "reduce_sum",

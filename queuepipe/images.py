@@ -1,0 +1,248 @@
+"""Image decoding, as TF's ``tf.io.decode_jpeg``, ``decode_png`` and ``decode_image``.
+
+TF1 pipelines decode JPEG and PNG bytes in the reader threads (``WholeFileReader`` or a
+``bytes`` feature, then ``tf.image.decode_jpeg``). These functions take the same arguments and
+give TF's arrays: ``uint8`` (or ``uint16`` for 16-bit PNG) of shape ``[height, width,
+channels]``, ``channels=0`` keeping the file's own. They run on Pillow (the ``[image]`` extra)
+and release the GIL while decoding: :func:`decode_batch` decodes a batch of encoded images on a
+few threads.
+
+Against TensorFlow 2.21 (``tests/golden/images-tf2.21/``, compared array for array): PNG
+pixels are TF's in every channel count (color made gray with libpng's coefficients, as TF's
+decoder does); JPEG pixels are TF's with ``dct_method="INTEGER_ACCURATE"``, gray JPEG output
+being libjpeg's own as in TF. TF's default JPEG IDCT is the fast one, a few levels off the
+accurate one, which is the only one Pillow offers.
+
+Usage::
+
+    image = qp.io.decode_jpeg(features["image"], channels=3)       # uint8 [h, w, 3]
+    images = qp.io.decode_batch(batch["image"], qp.io.decode_jpeg, channels=3)
+"""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from queuepipe import dtypes as _dtypes
+from queuepipe.errors import InvalidArgumentError
+
+try:
+    from PIL import Image, UnidentifiedImageError
+except ImportError as e:  # only this module needs Pillow; `import queuepipe` never does
+    raise ImportError("queuepipe.images needs Pillow: pip install '.[image]' in a checkout of "
+                      "queuepipe (or pip install pillow)") from e
+
+__all__ = ["decode_jpeg", "decode_png", "decode_image", "decode_batch"]
+
+_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
+_FORMATS = {b"\xff\xd8\xff": "JPEG", b"\x89PNG": "PNG", b"GIF8": "GIF", b"BM": "BMP"}
+
+
+def _format(contents: bytes) -> Optional[str]:
+    for magic, name in _FORMATS.items():
+        if contents[:len(magic)] == magic:
+            return name
+    return None
+
+
+def _bytes(contents: Any, op: str) -> bytes:
+    if isinstance(contents, np.ndarray) and contents.ndim == 0:
+        contents = contents[()]
+    if not isinstance(contents, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError(f"{op}: contents must be the bytes of one encoded image, got "
+                                   f"{type(contents).__name__}")
+    return bytes(contents)
+
+
+def _open(contents: bytes, op: str, expected: Optional[str]) -> Any:
+    found = _format(contents)
+    if expected is not None and found != expected:
+        raise InvalidArgumentError(
+            f"{op}: the data is not a {expected} image ({found or 'unknown'} format, "
+            f"{len(contents)} bytes starting {contents[:4]!r})")
+    if found is None:
+        raise InvalidArgumentError(f"{op}: Unknown image file format. One of JPEG, PNG, GIF, "
+                                   f"BMP required (got {len(contents)} bytes starting "
+                                   f"{contents[:4]!r})")
+    try:
+        image = Image.open(io.BytesIO(contents))
+        image.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+        raise InvalidArgumentError(f"{op}: cannot decode the {found} image of {len(contents)} "
+                                   f"bytes: {e}") from None
+    return image
+
+
+def _png_gray(image: Any) -> np.ndarray:
+    """A color PNG made gray as TF's PNG decoder (libpng's ``png_set_rgb_to_gray`` with
+    0.299 and 0.587) does it: ``(9797 R + 19234 G + 3737 B) >> 15``, alpha dropped."""
+    rgb = np.asarray(image.convert("RGB") if image.mode not in ("RGB", "RGBA") else image)
+    r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
+    return ((9797 * r + 19234 * g + 3737 * b) >> 15).astype(rgb.dtype)[..., None]
+
+
+def _channels(image: Any, channels: int, op: str) -> np.ndarray:
+    """The pixels as ``[h, w, c]``: the file's channels for 0, else converted as TF does."""
+    if channels not in (0, 1, 2, 3, 4):
+        raise InvalidArgumentError(f"{op}: channels must be 0, 1, 2, 3 or 4, got {channels!r}")
+    mode = image.mode
+    if channels == 0:
+        if mode in ("1", "L", "I;16", "I;16B", "I"):
+            channels = 1
+        elif mode in ("LA",):
+            channels = 2
+        elif mode in ("RGBA", "PA") or (mode == "P" and "transparency" in image.info):
+            channels = 4
+        else:
+            channels = 3
+    if mode.startswith("I;16") or mode == "I":
+        pixels = np.asarray(image)
+        if channels == 1:
+            return pixels.reshape(pixels.shape + (1,))
+        image = image.convert("L")
+    if channels == 1 and image.format == "PNG" and mode not in ("1", "L", "LA"):
+        return _png_gray(image)
+    converted = image if image.mode == _MODES[channels] else image.convert(_MODES[channels])
+    pixels = np.asarray(converted)
+    return pixels.reshape(pixels.shape[:2] + (channels,))
+
+
+def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
+                try_recover_truncated: bool = False, acceptable_fraction: float = 1,
+                dct_method: str = "", name: Optional[str] = None) -> np.ndarray:
+    """A JPEG image as uint8 ``[height, width, channels]``, as ``tf.io.decode_jpeg``.
+
+    Args:
+      contents: the encoded bytes (a ``bytes`` feature value).
+      channels: 0 keeps the file's (1 or 3), 1 gives grayscale, 3 RGB.
+      ratio: 1, 2, 4 or 8: downscale while decoding, as libjpeg's scaling (TF's ``ratio``).
+      fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method, name: accepted
+        for TF's signature. The pixels are TF's with ``dct_method="INTEGER_ACCURATE"`` (the
+        accurate integer IDCT, bit for bit: checked against TF 2.21); TF's default, the fast
+        IDCT, gives pixels a few levels off (``dct_method`` is a hint in TF as well).
+
+    Raises:
+      InvalidArgumentError: the data is not a JPEG image or does not decode, or a bad
+        ``channels`` or ``ratio``.
+    """
+    del fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method, name
+    if ratio not in (1, 2, 4, 8):
+        raise InvalidArgumentError(f"decode_jpeg: ratio must be 1, 2, 4 or 8, got {ratio!r}")
+    data = _bytes(contents, "decode_jpeg")
+    if _format(data) != "JPEG":
+        _open(data, "decode_jpeg", "JPEG")  # raises, naming the format found
+    image = Image.open(io.BytesIO(data))
+    if ratio > 1 or channels == 1:  # libjpeg scales, and makes gray from Y, as for TF
+        image.draft("L" if channels == 1 else image.mode,
+                    (-(-image.width // ratio), -(-image.height // ratio)))
+    try:
+        image.load()
+    except (OSError, SyntaxError, ValueError) as e:
+        raise InvalidArgumentError(f"decode_jpeg: cannot decode the JPEG image of {len(data)} "
+                                   f"bytes: {e}") from None
+    if channels not in (0, 1, 3):
+        raise InvalidArgumentError(f"decode_jpeg: channels must be 0, 1 or 3, got {channels!r}")
+    return _channels(image, channels, "decode_jpeg")
+
+
+def decode_png(contents: Any, channels: int = 0, dtype: Any = _dtypes.uint8,
+               name: Optional[str] = None) -> np.ndarray:
+    """A PNG image as ``[height, width, channels]`` of ``dtype`` (uint8 or uint16), as
+    ``tf.io.decode_png``: 16-bit files scaled to uint8 by ``>> 8`` when uint8 is asked, 8-bit
+    files to uint16 by ``* 257``.
+
+    Raises:
+      InvalidArgumentError: the data is not a PNG image or does not decode, or a bad
+        ``channels`` or ``dtype``.
+    """
+    del name
+    dtype = _dtypes.as_dtype(dtype)
+    if dtype not in (_dtypes.uint8, _dtypes.uint16):
+        raise InvalidArgumentError(f"decode_png: dtype must be uint8 or uint16, got {dtype}")
+    if channels not in (0, 1, 3, 4):
+        raise InvalidArgumentError(f"decode_png: `channels` must be 0, 1, 3 or 4 but got "
+                                   f"{channels!r}")
+    image = _open(_bytes(contents, "decode_png"), "decode_png", "PNG")
+    pixels = _channels(image, channels, "decode_png")
+    return _convert_depth(pixels, dtype)
+
+
+def _convert_depth(pixels: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if pixels.dtype == dtype:
+        return pixels
+    if pixels.dtype == np.uint8 and dtype == np.uint16:
+        return pixels.astype(np.uint16) * 257
+    if pixels.dtype != np.uint8 and dtype == np.uint8:
+        return (pixels.astype(np.uint32) >> 8).astype(np.uint8)
+    return pixels.astype(dtype)
+
+
+def decode_image(contents: Any, channels: Optional[int] = None, dtype: Any = _dtypes.uint8,
+                 name: Optional[str] = None, expand_animations: bool = True) -> np.ndarray:
+    """A JPEG, PNG, GIF or BMP image, as ``tf.io.decode_image``: ``[h, w, c]``, or ``[frames,
+    h, w, 3]`` for a GIF when ``expand_animations`` (its first frame ``[h, w, 3]`` otherwise).
+    ``dtype`` float32 scales to ``[0, 1]``.
+
+    Raises:
+      InvalidArgumentError: an unknown format, data that does not decode, a bad argument.
+    """
+    del name
+    dtype = _dtypes.as_dtype(dtype)
+    if dtype not in (_dtypes.uint8, _dtypes.uint16, _dtypes.float32):
+        raise InvalidArgumentError(f"decode_image: dtype must be uint8, uint16 or float32, got "
+                                   f"{dtype}")
+    data = _bytes(contents, "decode_image")
+    image = _open(data, "decode_image", None)
+    if image.format == "GIF":
+        frames = []
+        for index in range(getattr(image, "n_frames", 1) if expand_animations else 1):
+            image.seek(index)
+            frames.append(_channels(image.convert("RGB"), 3, "decode_image"))
+        pixels = np.stack(frames) if expand_animations else frames[0]
+        if channels not in (None, 0, 3):
+            raise InvalidArgumentError(f"decode_image: a GIF has 3 channels, got channels="
+                                       f"{channels!r}")
+    else:
+        pixels = _channels(image, channels or 0, "decode_image")
+    if dtype == _dtypes.float32:
+        scale = 65535.0 if pixels.dtype == np.uint16 else 255.0
+        return (pixels.astype(np.float32) / scale).astype(np.float32)
+    return _convert_depth(pixels, dtype)
+
+
+def decode_batch(contents: Any, decoder: Callable[..., np.ndarray] = decode_image,
+                 num_threads: int = 2, **kwargs: Any) -> np.ndarray:
+    """Decodes a batch of encoded images (an object array or list of ``bytes``) with
+    ``decoder`` on ``num_threads`` threads (Pillow decodes without the GIL), and stacks them.
+
+    The threads live for the call only.
+
+    Raises:
+      InvalidArgumentError: an image does not decode (its index named), or the images differ
+        in shape and cannot be stacked (resize them first, or decode per record).
+    """
+    items = list(np.asarray(contents, dtype=object).reshape(-1))
+
+    def decode(index: int) -> np.ndarray:
+        try:
+            return decoder(items[index], **kwargs)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"image {index} of the batch: {e.message}") from None
+
+    if num_threads <= 1 or len(items) < 2:
+        decoded = [decode(i) for i in range(len(items))]
+    else:
+        with ThreadPoolExecutor(min(num_threads, len(items)),
+                                thread_name_prefix="queuepipe/decode") as pool:
+            decoded = list(pool.map(decode, range(len(items))))
+    shapes = {image.shape for image in decoded}
+    if len(shapes) > 1:
+        raise InvalidArgumentError(f"decode_batch: the images differ in shape "
+                                   f"{sorted(shapes)[:4]}: resize them to one size to batch them")
+    if not decoded:
+        return np.zeros((0, 0, 0, 0), dtype=np.uint8)
+    return np.stack(decoded)
