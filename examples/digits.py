@@ -26,7 +26,8 @@ FEATURES = {"image": qp.io.FixedLenFeature([64], qp.float32),
 
 def load_digits() -> Tuple[np.ndarray, np.ndarray]:
     """scikit-learn's 1797 digits: images ``(N, 64)`` uint8 in 0..16, labels ``(N,)`` int64."""
-    from sklearn.datasets import load_digits as sklearn_digits  # pip install queuepipe[demo]
+    # scikit-learn: pip install '<queuepipe checkout>[demo]'
+    from sklearn.datasets import load_digits as sklearn_digits
 
     digits = sklearn_digits()
     return (digits.images.reshape(len(digits.images), -1).astype(np.uint8),

@@ -7,7 +7,7 @@ overlaps the step before it.
     python examples/jax_model.py                  # 300 steps
     python examples/jax_model.py --steps 50
 
-Needs ``pip install queuepipe[jax,demo]`` (JAX and scikit-learn).
+Needs ``pip install '<queuepipe checkout>[jax,demo]'`` (JAX and scikit-learn).
 """
 
 from __future__ import annotations

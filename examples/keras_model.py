@@ -8,7 +8,7 @@ example picks JAX (PyTorch and TensorFlow work as well).
     python examples/keras_model.py                # 5 epochs of 40 steps
     KERAS_BACKEND=torch python examples/keras_model.py --epochs 2
 
-Needs ``pip install queuepipe[keras,demo] jax`` (Keras 3, a backend and scikit-learn).
+Needs ``pip install '<queuepipe checkout>[keras,demo,jax]'`` (Keras 3, a backend and scikit-learn).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ model trains.
     python examples/torch_cnn.py --steps 50 --workers 0
     torchrun --nproc_per_node 2 examples/torch_cnn.py   # each process reads its half
 
-Needs ``pip install queuepipe[torch,demo]`` (PyTorch and scikit-learn).
+Needs ``pip install '<queuepipe checkout>[torch,demo]'`` (PyTorch and scikit-learn).
 """
 
 from __future__ import annotations

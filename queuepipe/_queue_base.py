@@ -488,8 +488,8 @@ class QueueBase:
         wake-up check and thread hand-overs were a third of the per-record pipeline's cost).
         Its elements must not wait on the producer's next call, which may block (a reader
         waiting for a file, a user's producer waiting for input): so the op appends each
-        element, checked by :meth:`Components.element`, to the stage, and a dequeue about to wait takes
-        what is staged first; and an op that stages an element while a dequeue waits puts
+        element, checked by ``Components.element``, to the stage, and a dequeue about to wait
+        takes what is staged first; and an op that stages an element while a dequeue waits puts
         its group at once. ``deque`` appends and pops are atomic, so every element is put
         once, in the order it was staged.
         """

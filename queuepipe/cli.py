@@ -14,7 +14,7 @@ Subcommands (``queuepipe SUBCOMMAND --help`` describes each):
 
 Compression (GZIP/ZLIB) is recognised from the first bytes of a file unless
 ``--compression`` says otherwise. Long work shows a progress bar on a terminal when tqdm is
-installed (``pip install queuepipe[progress]``).
+installed (``pip install '<queuepipe checkout>[progress]'``).
 
 Exit status: 0 success; 1 bad data (a damaged record, a malformed source file); 2 a usage
 error (bad arguments, a file that does not exist). Expected errors print one line on stderr,

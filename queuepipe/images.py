@@ -33,8 +33,8 @@ from queuepipe.errors import InvalidArgumentError
 try:
     from PIL import Image, UnidentifiedImageError
 except ImportError as e:  # only this module needs Pillow; `import queuepipe` never does
-    raise ImportError("queuepipe.images needs Pillow: pip install '.[image]' in a checkout of "
-                      "queuepipe (or pip install pillow)") from e
+    raise ImportError("queuepipe.images needs Pillow: "
+                      "pip install '<queuepipe checkout>[image]'") from e
 
 __all__ = ["decode_jpeg", "decode_png", "decode_image", "decode_batch"]
 

@@ -19,7 +19,7 @@ Usage::
     print(monitor.table())
     verdict = monitor.input_bound()
     print(verdict.reason)          # why it is (or is not) input-bound
-    monitor.plot("queues.png")     # needs matplotlib: pip install queuepipe[plot]
+    monitor.plot("queues.png")     # needs matplotlib: pip install '<queuepipe checkout>[plot]'
 
 What is measured: each sample reads :meth:`QueueBase.stats` of every queue (size, capacity,
 elements enqueued and dequeued so far, and the total seconds dequeues and enqueues spent
@@ -334,14 +334,14 @@ class QueueMonitor:
           ``path``.
 
         Raises:
-          ImportError: matplotlib is not installed (``pip install queuepipe[plot]``).
+          ImportError: matplotlib is not installed (``pip install '<queuepipe checkout>[plot]'``).
         """
         try:
             from matplotlib.backends.backend_agg import FigureCanvasAgg
             from matplotlib.figure import Figure
         except ImportError as e:
             raise ImportError("QueueMonitor.plot needs matplotlib: "
-                              "pip install queuepipe[plot]") from e
+                              "pip install '<queuepipe checkout>[plot]'") from e
         history = self.history
         start = min((s[0].time for s in history.values()), default=0.0)
         figure = Figure(figsize=(8, 4.5), dpi=100)

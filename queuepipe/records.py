@@ -15,7 +15,7 @@ time or in bulk (:meth:`RecordScanner.next_batch`). :func:`tf_record_iterator` a
 the file and byte offset, or, with ``corrupt_records="skip"``, is logged, counted and skipped.
 
 Paths with a protocol (``s3://``, ``gs://``, ``memory://``, ...) are opened with fsspec
-(``pip install queuepipe[remote]``); plain paths with the builtin ``open``.
+(``pip install '<queuepipe checkout>[remote]'``); plain paths with the builtin ``open``.
 """
 
 from __future__ import annotations

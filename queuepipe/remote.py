@@ -2,8 +2,8 @@
 
 A path with a protocol (``s3://bucket/key``, ``gs://...``, ``memory://...``, ``file://...``) is
 opened and globbed with `fsspec <https://filesystem-spec.readthedocs.io>`_
-(``pip install queuepipe[remote]``; add ``s3fs`` or ``gcsfs`` for the cloud you use); a plain
-path uses the builtin ``open`` and :mod:`glob`, so the core never needs fsspec.
+(``pip install '<queuepipe checkout>[remote]'``; add ``s3fs`` or ``gcsfs`` for the cloud you
+use); a plain path uses the builtin ``open`` and :mod:`glob`, so the core never needs fsspec.
 
 Storage options (credentials, an endpoint, a region) reach the filesystem in one of two ways,
 both read by fsspec itself each time it builds a filesystem:
@@ -46,7 +46,8 @@ def _fsspec(path: str):
         import fsspec
     except ImportError as e:
         raise ImportError(
-            f"'{path}' has a protocol and needs fsspec: pip install queuepipe[remote]") from e
+            f"'{path}' has a protocol and needs fsspec: "
+            f"pip install '<queuepipe checkout>[remote]'") from e
     return fsspec
 
 

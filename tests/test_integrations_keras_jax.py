@@ -58,9 +58,9 @@ def _batches(n, size=4):
 
 
 @pytest.mark.parametrize("module, message", [
-    ("jax", r"^queuepipe\.integrations\.jax needs JAX: pip install queuepipe\[jax\]$"),
+    ("jax", r"^queuepipe\.integrations\.jax needs JAX: pip install '<queuepipe checkout>\[jax\]'$"),
     ("keras", r"^queuepipe\.integrations\.keras needs Keras 3 and a backend it can load "
-              r"\(KERAS_BACKEND=jax, torch or tensorflow\): pip install queuepipe\[keras\]"),
+              r"\(KERAS_BACKEND=jax, torch or tensorflow\): pip install '<queuepipe checkout>\[keras\]'"),
 ])
 def test_a_missing_framework_names_the_extra_to_install(monkeypatch, module, message):
     monkeypatch.setitem(sys.modules, module, None)  # what `import <module>` sees without it

@@ -26,7 +26,7 @@ def test_a_missing_torch_names_the_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # what `import torch` sees without it
     monkeypatch.delitem(sys.modules, "queuepipe.integrations.torch")
     with pytest.raises(ImportError, match=r"^queuepipe\.integrations\.torch needs PyTorch: "
-                                          r"pip install queuepipe\[torch\]$"):
+                                          r"pip install '<queuepipe checkout>\[torch\]'$"):
         importlib.import_module("queuepipe.integrations.torch")
 
 

@@ -286,7 +286,7 @@ def test_match_filenames_once_through_fsspec():
 def test_match_filenames_once_without_fsspec_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # makes `import fsspec` fail
     match = match_filenames_once("s3://bucket/*.tfrecord")
-    with pytest.raises(ImportError, match=r"pip install queuepipe\[remote\]$"):
+    with pytest.raises(ImportError, match=r"pip install '<queuepipe checkout>\[remote\]'$"):
         match()
 
 

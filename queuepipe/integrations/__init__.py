@@ -2,11 +2,11 @@
 
 - :mod:`queuepipe.integrations.torch`: ``to_torch``, ``TorchBatches`` and
   ``QueuePipeIterableDataset`` for a ``torch.utils.data.DataLoader``
-  (``pip install queuepipe[torch]``).
+  (``pip install '<queuepipe checkout>[torch]'``).
 - :mod:`queuepipe.integrations.keras`: a generator and a ``keras.utils.PyDataset`` for
-  ``model.fit`` (``pip install queuepipe[keras]``).
+  ``model.fit`` (``pip install '<queuepipe checkout>[keras]'``).
 - :mod:`queuepipe.integrations.jax`: ``to_jax`` and ``JaxBatches``, which put batches on a JAX
-  device ahead of the step that needs them (``pip install queuepipe[jax]``).
+  device ahead of the step that needs them (``pip install '<queuepipe checkout>[jax]'``).
 
 Importing this package imports no framework; each submodule imports its framework when it is
 imported, and says which extra to install when that framework is missing.

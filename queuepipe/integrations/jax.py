@@ -31,7 +31,8 @@ from queuepipe.integrations import BatchIterator
 try:
     import jax
 except ImportError as e:  # only this module needs JAX; `import queuepipe` never does
-    raise ImportError("queuepipe.integrations.jax needs JAX: pip install queuepipe[jax]") from e
+    raise ImportError("queuepipe.integrations.jax needs JAX: "
+                      "pip install '<queuepipe checkout>[jax]'") from e
 
 __all__ = ["to_jax", "JaxBatches"]
 

@@ -39,8 +39,8 @@ try:
     import keras
 except ImportError as e:  # only this module needs Keras; `import queuepipe` never does
     raise ImportError("queuepipe.integrations.keras needs Keras 3 and a backend it can load "
-                      "(KERAS_BACKEND=jax, torch or tensorflow): pip install queuepipe[keras]"
-                      f" ({e})") from e
+                      "(KERAS_BACKEND=jax, torch or tensorflow): "
+                      f"pip install '<queuepipe checkout>[keras]' ({e})") from e
 
 __all__ = ["keras_generator", "QueuePipePyDataset"]
 

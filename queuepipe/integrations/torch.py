@@ -73,7 +73,7 @@ try:
     from torch.utils.data import IterableDataset, get_worker_info
 except ImportError as e:  # only this module needs torch; `import queuepipe` never does
     raise ImportError("queuepipe.integrations.torch needs PyTorch: "
-                      "pip install queuepipe[torch]") from e
+                      "pip install '<queuepipe checkout>[torch]'") from e
 
 __all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard", "Padded"]
 
