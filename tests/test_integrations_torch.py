@@ -310,3 +310,67 @@ def test_to_torch_refuses_a_whole_batches_and_the_adapter_says_what_it_wraps():
                                             r"Batches use TorchBatches\(batches\)"):
             to_torch(batches)
         assert repr(TorchBatches(batches)) == f"<TorchBatches over {batches!r}>"
+
+
+class Source:
+    """Batches 0, 1, 2, ... (then an error, if asked), counting how many were taken."""
+
+    def __init__(self, n, fail=False):
+        self.n, self.fail, self.taken, self.closed = n, fail, 0, False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.taken == self.n:
+            if self.fail:
+                raise qp.errors.DataLossError("bad record", path="f", offset=9)
+            raise StopIteration
+        self.taken += 1
+        return {"x": np.full((2, 3), self.taken - 1, np.float32)}
+
+    def close(self):
+        self.closed = True
+
+
+def prefetch_threads():
+    return [t for t in threading.enumerate() if t.name == "queuepipe/torch-prefetch"]
+
+
+def test_prefetch_converts_batches_ahead_on_a_thread_in_order():
+    source = Source(6)
+    with TorchBatches(source, prefetch=2) as batches:
+        first = next(batches)
+        assert torch.is_tensor(first["x"]) and first["x"][0, 0].item() == 0
+        assert len(prefetch_threads()) == 1
+        rest = [int(b["x"][0, 0]) for b in batches]
+    assert rest == [1, 2, 3, 4, 5] and source.taken == 6 and source.closed
+    assert prefetch_threads() == []
+
+
+def test_prefetch_raises_the_sources_error_after_the_batches_before_it():
+    batches = TorchBatches(Source(3, fail=True), prefetch=2)
+    assert [int(next(batches)["x"][0, 0]) for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(qp.errors.DataLossError, match="bad record"):
+        next(batches)
+    with pytest.raises(qp.errors.DataLossError):  # and again: the iterator stays failed
+        next(batches)
+    batches.close()
+
+
+def test_closing_or_dropping_a_prefetching_iterator_stops_its_thread():
+    source = Source(1000)
+    batches = TorchBatches(source, prefetch=3)
+    next(batches)
+    batches.close()
+    assert prefetch_threads() == [] and source.taken <= 1 + 3 + 1
+    with pytest.raises(StopIteration):
+        next(batches)
+    dropped = TorchBatches(Source(1000), prefetch=2)
+    next(dropped)
+    del dropped
+    import gc
+    gc.collect()
+    assert prefetch_threads() == []
+    with pytest.raises(ValueError, match=r"prefetch must be an int >= 0, got -1"):
+        TorchBatches(Source(1), prefetch=-1)

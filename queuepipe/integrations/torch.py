@@ -56,7 +56,10 @@ length, as ``torch.nn.utils.rnn.pack_padded_sequence`` takes them) or ``"coo"`` 
 
 from __future__ import annotations
 
+import queue as queue_module
+import threading
 import warnings
+import weakref
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 import numpy as np
@@ -78,6 +81,9 @@ except ImportError as e:  # only this module needs torch; `import queuepipe` nev
 __all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard", "Padded"]
 
 _SPARSE_FORMS = ("parts", "padded", "coo")
+
+# How often a prefetch thread waiting for room checks whether it was told to stop.
+_STOP_POLL_SECS = 0.1
 
 
 class Padded(NamedTuple):
@@ -211,20 +217,109 @@ class TorchBatches(BatchIterator):
     :class:`~queuepipe.batching.Batches` waits for its queue) and converts it with
     :func:`to_torch`. Iteration ends when the underlying iterator ends.
 
+    With ``prefetch=k``, a thread of this object takes and converts the next ``k`` batches
+    ahead (pinning them and starting their copy to ``device`` with ``non_blocking=True`` when
+    ``pin_memory``), so the copy overlaps the training step::
+
+        training thread:   step(b0)   step(b1)   step(b2) ...
+        prefetch thread:   to_device(b1) to_device(b2) to_device(b3)   (k batches ahead)
+
+    The thread starts at the first ``next()`` and ends when the batches end, on :meth:`close`
+    (or the end of a ``with`` block), or when this object is garbage-collected. An exception
+    of the underlying iterator is raised by ``next()`` after the batches taken before it.
+
     Args:
       batches: a :class:`~queuepipe.batching.Batches` or any iterable of batches.
       device: where to put the tensors, as for :func:`to_torch`.
       pin_memory: as for :func:`to_torch`.
       sparse, padding_value: the form of SparseValues, as for :func:`to_torch`.
+      prefetch: batches to convert ahead on a thread (0: none, in the calling thread).
+
+    Raises:
+      ValueError: ``prefetch`` is negative, or a bad ``sparse``.
     """
 
     def __init__(self, batches: Iterable[Any], device: Any = None, pin_memory: bool = False,
-                 sparse: str = "parts", padding_value: Any = 0):
+                 sparse: str = "parts", padding_value: Any = 0, prefetch: int = 0):
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
         super().__init__(batches)
         self._form = _form(device, pin_memory, sparse, padding_value)
+        self._prefetch = prefetch
+        self._ahead: Optional[_Lookahead] = None
 
     def __next__(self) -> Any:
-        return _convert(next(self._batches), self._form, "")
+        if not self._prefetch:
+            return _convert(next(self._batches), self._form, "")
+        if self._ahead is None:
+            self._ahead = _Lookahead(self._batches, self._form, self._prefetch)
+            weakref.finalize(self, self._ahead.stop)
+        return self._ahead.next()
+
+    def close(self) -> None:
+        """Stops the prefetch thread (joined) and closes the underlying batches."""
+        if self._ahead is not None:
+            self._ahead.stop()
+        super().close()
+
+
+_END = object()
+
+
+class _Lookahead:
+    """The prefetch thread of a :class:`TorchBatches` and the queue it fills. It holds no
+    reference to the TorchBatches, so that an abandoned one can be collected (and stop it)."""
+
+    def __init__(self, batches: Iterator[Any], form: _Form, depth: int):
+        self._ready: "queue_module.Queue[Any]" = queue_module.Queue(maxsize=depth)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(batches, form),
+                                        name="queuepipe/torch-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self, batches: Iterator[Any], form: _Form) -> None:
+        try:
+            for batch in batches:
+                if not self._put(("batch", _convert(batch, form, ""))):
+                    return
+            self._put(("end", _END))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer's next()
+            self._put(("error", e))
+
+    def _put(self, item: Any) -> bool:
+        """Waits for room, a slice at a time so that stop() is seen; False once stopping."""
+        while not self._stopping.is_set():
+            try:
+                self._ready.put(item, timeout=_STOP_POLL_SECS)
+                return True
+            except queue_module.Full:
+                continue
+        return False
+
+    def next(self) -> Any:
+        kind, value = self._ready.get()
+        if kind == "batch":
+            return value
+        self._ready.put((kind, value))  # stays the answer for every later next()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def stop(self) -> None:
+        """Stops and joins the thread; a later next() ends the iteration."""
+        self._stopping.set()
+        self._drain()  # unblocks a put waiting for room; it then sees the stop
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        self._drain()
+        self._ready.put(("end", _END))
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self._ready.get_nowait()
+            except queue_module.Empty:
+                return
 
 
 def worker_shard(rank: Optional[int] = None, world_size: Optional[int] = None) -> Shard:
