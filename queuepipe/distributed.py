@@ -27,7 +27,10 @@ Usage (one process of ``torchrun --nproc_per_node 2 train.py``):
 Every record of every file is read by exactly one process per epoch. The shares are as even
 as the files allow: with whole-file shares, give a multiple of ``world_size`` files of similar
 size so that every process gets the same number of batches (collective operations such as
-DDP's all-reduce wait for the slowest process).
+DDP's all-reduce wait for the slowest process, and a rank whose share ran out leaves the
+others waiting forever). Where the shares differ, :func:`even_batches` makes every rank give
+the same number of batches: the smallest share's (the rest dropped) or the largest's (the
+short shares padded by repeating their first batches), agreed with one ``all_reduce``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import os
 import struct
 import sys
 from dataclasses import dataclass
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -48,7 +51,8 @@ from queuepipe.records import masked_crc32c
 from queuepipe.remote import glob, open_file
 from queuepipe.shards import index_mismatch, read_index
 
-__all__ = ["Shard", "shard_info", "FileShare", "shard_files", "ShardedTFRecordReader"]
+__all__ = ["Shard", "shard_info", "FileShare", "shard_files", "ShardedTFRecordReader",
+           "even_batches", "EvenBatches"]
 
 _log = logging.getLogger(__name__)
 
@@ -184,6 +188,103 @@ def shard_files(files: Union[str, bytes, Sequence[Union[str, bytes]]],
     if len(names) >= shard.world_size:
         return FileShare(names[shard.rank::shard.world_size], Shard(0, 1))
     return FileShare(names, shard)
+
+
+class EvenBatches:
+    """An iterator of exactly ``num_batches`` batches of ``batches``: the extra ones dropped,
+    or, when ``batches`` ends early, its first batches given again (as PyTorch's
+    ``DistributedSampler`` pads a short share by repeating its first samples).
+
+    Made by :func:`even_batches`; closing it closes ``batches``.
+    """
+
+    def __init__(self, batches: Iterable[Any], num_batches: int, keep: int):
+        self._source = batches
+        self._batches = iter(batches)
+        self._left = num_batches
+        self._keep = keep  # how many first batches to keep for padding
+        self._first: List[Any] = []
+        self._repeat = 0  # the next kept batch to give again, once the source has ended
+        self._ended = False
+
+    def __iter__(self) -> "EvenBatches":
+        return self
+
+    def __len__(self) -> int:
+        return self._left
+
+    def __next__(self) -> Any:
+        if self._left <= 0:
+            self.close()  # the rest of this rank's share is dropped
+            raise StopIteration
+        if not self._ended:
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                self._ended = True
+            else:
+                if len(self._first) < self._keep:
+                    self._first.append(batch)
+                self._left -= 1
+                return batch
+        if not self._first:
+            raise StopIteration
+        batch = self._first[self._repeat % len(self._first)]
+        self._repeat += 1
+        self._left -= 1
+        return batch
+
+    def close(self) -> None:
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "EvenBatches":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def even_batches(batches: Iterable[Any], even: str = "drop", count: Optional[int] = None,
+                 group: Any = None) -> EvenBatches:
+    """This rank's batches, made as many as every other rank's, so that no rank of a
+    data-parallel job waits forever in a collective for a batch the others do not have.
+
+    Each rank gives its own number of batches (``count``, or ``len(batches)``, which
+    ``read_batch_features`` knows from the ``.index`` files); the ranks agree on the smallest
+    (``even="drop"``: the extra batches of the larger shares are not read) or the largest
+    (``"pad"``: a smaller share gives its first batches again), with one ``all_reduce`` over
+    ``torch.distributed`` (the default group, or ``group``). Without an initialized process
+    group the count is this process's own.
+
+    Usage::
+
+        batches = qp.train.read_batch_features(share.files, 64, FEATURES, num_epochs=1)
+        for batch in even_batches(batches, "drop"):     # the same count on every rank
+            ...
+
+    Raises:
+      ValueError: ``even`` is not "drop" or "pad", or the count is not known.
+    """
+    if even not in ("drop", "pad"):
+        raise ValueError(f"even must be 'drop' or 'pad', got {even!r}")
+    if count is None:
+        try:
+            count = len(batches)  # type: ignore[arg-type]
+        except TypeError as e:
+            raise ValueError(f"even_batches needs this rank's number of batches: pass count= "
+                             f"({e})") from None
+    agreed = count
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        import torch
+
+        total = torch.tensor([count], dtype=torch.int64)
+        dist.all_reduce(total, op=dist.ReduceOp.MIN if even == "drop" else dist.ReduceOp.MAX,
+                        group=group)
+        agreed = int(total.item())
+    return EvenBatches(batches, agreed, keep=max(0, agreed - count))
 
 
 _HEADER = struct.Struct("<QI")  # a record's header: data length, masked crc of those 8 bytes

@@ -318,3 +318,85 @@ def test_two_process_gloo_job_reads_every_record_once_per_epoch(tmp_path):
             seen = [record for rank in per_rank for record in rank["epochs"][epoch]]
             assert collections.Counter(seen) == collections.Counter(datasets[name]), (name, epoch)
         assert all(rank["epochs"][0] and rank["epochs"][1] for rank in per_rank)
+
+
+# -- even shares -------------------------------------------------------------------------------
+
+
+def test_even_batches_drops_the_extra_batches_or_pads_with_the_first_ones():
+    from queuepipe.distributed import EvenBatches, even_batches
+
+    class Closing(list):
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    source = Closing(range(5))
+    dropped = EvenBatches(source, 3, keep=0)
+    assert len(dropped) == 3 and list(dropped) == [0, 1, 2] and source.closed
+    assert list(EvenBatches(iter([0, 1]), 5, keep=3)) == [0, 1, 0, 1, 0]
+    assert list(even_batches([7, 8], "pad", count=2)) == [7, 8]  # no process group: its own
+    with pytest.raises(ValueError, match=r"even must be 'drop' or 'pad', got 'trim'"):
+        even_batches([], "trim", count=0)
+    with pytest.raises(ValueError, match=r"needs this rank's number of batches: pass count="):
+        even_batches(iter([1]))
+
+
+EVEN_WORKER = textwrap.dedent('''
+    """One rank: its uneven share, evened by dropping, then by padding; gathered at rank 0."""
+    import json
+    import os
+    import sys
+
+    import torch.distributed as dist
+
+    import queuepipe as qp
+    from queuepipe.distributed import even_batches, shard_files
+
+    out, folder = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    share = shard_files(os.path.join(folder, "*.tfrecord"))
+    features = {"label": qp.io.FixedLenFeature([], qp.int64)}
+    mine = {}
+    for even in ("drop", "pad"):
+        with qp.Pipeline().as_default():
+            batches = qp.train.read_batch_features(share.files, 4, features, num_epochs=1,
+                                                   randomize_input=False)
+            own = len(batches)
+            labels = [batch["label"].tolist() for batch in even_batches(batches, even)]
+        mine[even] = {"own": own, "labels": labels}
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    if dist.get_rank() == 0:
+        with open(out, "w") as f:
+            json.dump(gathered, f)
+    dist.destroy_process_group()
+''')
+
+
+def test_uneven_shares_are_evened_across_a_two_process_gloo_job(tmp_path):
+    pytest.importorskip("torch.distributed")
+    # 3 shards of 10 records over 2 ranks: rank 0 reads shards 0 and 2 (20 records, 5
+    # batches of 4), rank 1 shard 1 (10 records, 3 batches): uneven, a DDP job would hang.
+    qp.write_shards({"label": list(range(30))}, tmp_path / "data", 3, progress=False)
+    script = tmp_path / "worker.py"
+    script.write_text(EVEN_WORKER)
+    out = tmp_path / "result.json"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+               "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+               str(script), str(out), str(tmp_path / "data")]
+    job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=50)
+    assert job.returncode == 0, job.stdout + job.stderr
+    ranks = json.loads(out.read_text())
+    assert [r["drop"]["own"] for r in ranks] == [5, 3]
+    assert [len(r["drop"]["labels"]) for r in ranks] == [3, 3]  # the smallest share
+    assert [len(r["pad"]["labels"]) for r in ranks] == [5, 5]  # the largest share
+    short = ranks[1]["pad"]["labels"]
+    assert short[3:] == short[:2]  # padded with its first batches
+    assert sorted(v for b in ranks[1]["drop"]["labels"] for v in b) == \
+        sorted(v for b in short[:3] for v in b)
