@@ -202,19 +202,27 @@ def _count_from_index(path: str) -> Optional[int]:
 
     count, problem = indexed_count(path)
     if problem is not None:
-        print(f"{PROG} count: warning: {problem}; counting by a scan", file=sys.stderr)
+        print(f"{PROG} count: warning: {problem}; it is not used (queuepipe index rewrites "
+              f"it)", file=sys.stderr)
     return count
 
 
 def _cmd_count(args) -> int:
+    """Scans every file (every checksum checked), so that the verdict on a damaged file does
+    not depend on an index beside it; an index that disagrees is reported. ``--trust-index``
+    counts from a matching index instead, reading no record."""
     total = 0
     for path in args.files:
-        n = None
-        if not args.no_index and not _compression(path, args.compression):
-            n = _count_from_index(path)
-        if n is None:
+        indexed = None if _compression(path, args.compression) else _count_from_index(path)
+        if args.trust_index and indexed is not None:
+            n = indexed
+        else:
             with _progress(_file_size(path), f"count {os.path.basename(path)}", "B") as update:
                 n = sum(1 for _ in _scan(_scanner(path, args.compression), update))
+            if indexed is not None and indexed != n:
+                print(f"{PROG} count: warning: '{path}.index' lists {indexed} records, the file "
+                      f"holds {n}; it is not used (queuepipe index rewrites it)",
+                      file=sys.stderr)
         total += n
         print(f"{n:>10}  {path}")
     if len(args.files) > 1:
@@ -533,10 +541,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bytes of a record that is not an Example to print (default 200)")
 
     p = command("count", _cmd_count, "count the records of TFRecord files",
-                "Print the number of records of each file and the total. A file's "
-                "FILE.index is used when present and up to date; otherwise the file is "
-                "scanned (every checksum checked).", "many")
-    p.add_argument("--no-index", action="store_true", help="always scan, ignoring .index files")
+                "Print the number of records of each file and the total. Every file is "
+                "scanned, every checksum checked, so a damaged file fails (exit 1) whether or "
+                "not an index sits beside it; a FILE.index that disagrees is reported.", "many")
+    p.add_argument("--trust-index", action="store_true",
+                   help="count from an up-to-date FILE.index without reading the records "
+                        "(fast; a damaged record is then not noticed)")
 
     command("verify", _cmd_verify, "check every checksum of every record",
             "Check the length and data checksums of every record and the framing of each "

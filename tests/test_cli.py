@@ -124,14 +124,28 @@ def test_count_golden_and_total(capsys, golden_dir):
                                 f"{20:>10}  {files[2]}", f"{100:>10}  total"]
 
 
-def test_count_uses_an_up_to_date_index(capsys, tmp_path):
+def test_count_scans_and_reports_an_index_that_lies_unless_told_to_trust_it(capsys, tmp_path):
     path = write_records(tmp_path / "data.tfrecord", examples(5))
     size = os.path.getsize(path)
     # An index that covers the whole file in one entry: only the index can say "1".
     with open(path + ".index", "w") as f:
         f.write(f"0 {size}\n")
-    assert run(capsys, "count", path)[1] == f"{1:>10}  {path}\n"
-    assert run(capsys, "count", "--no-index", path)[1] == f"{5:>10}  {path}\n"
+    status, out, err = run(capsys, "count", path)
+    assert (status, out) == (0, f"{5:>10}  {path}\n")
+    assert err == (f"queuepipe count: warning: '{path}.index' lists 1 records, the file holds "
+                   f"5; it is not used (queuepipe index rewrites it)\n")
+    assert run(capsys, "count", "--trust-index", path)[1] == f"{1:>10}  {path}\n"
+
+
+def test_count_gives_the_same_verdict_on_a_damaged_file_with_or_without_an_index(
+        capsys, golden_dir, tmp_path):
+    damaged = tmp_path / "damaged.tfrecord"
+    damaged.write_bytes(open(os.path.join(golden_dir, "corrupt_data_crc.tfrecord"), "rb").read())
+    without = run(capsys, "count", damaged)
+    size = os.path.getsize(damaged)
+    with open(f"{damaged}.index", "w") as f:  # an index that tiles the file
+        f.write(f"0 {size}\n")
+    assert run(capsys, "count", damaged)[:2] == without[:2] and without[0] == 1
 
 
 def test_count_ignores_a_stale_index_with_a_warning(capsys, tmp_path):
@@ -142,7 +156,8 @@ def test_count_ignores_a_stale_index_with_a_warning(capsys, tmp_path):
     assert status == 0
     assert out == f"{5:>10}  {path}\n"
     assert re.fullmatch(r"queuepipe count: warning: '.*data\.tfrecord\.index' does not match "
-                        r"its file \(its records end at byte 10, .*\); counting by a scan\n", err)
+                        r"its file \(its records end at byte 10, .*\); it is not used "
+                        r"\(queuepipe index rewrites it\)\n", err)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
@@ -175,7 +190,8 @@ def test_count_ignores_a_malformed_index_with_a_warning(capsys, tmp_path):
     status, out, err = run(capsys, "count", path)
     assert (status, out) == (0, f"{2:>10}  {path}\n")
     assert re.fullmatch(r"queuepipe count: warning: .*data\.tfrecord\.index:1: an index line is "
-                        r"'<offset> <length>', got '0 x'; counting by a scan\n", err)
+                        r"'<offset> <length>', got '0 x'; it is not used \(queuepipe index "
+                        r"rewrites it\)\n", err)
 
 
 def test_count_of_a_damaged_file_fails_with_one_line(capsys, golden_dir):
