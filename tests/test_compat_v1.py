@@ -290,3 +290,47 @@ def test_whole_files_decoded_flipped_and_cropped_in_the_reader_threads(tmp_path)
             coord.request_stop()
             coord.join(threads)
     assert levels == Counter({i * 40: 2 for i in range(6)})  # every file, once per epoch
+
+
+def test_a_queue_runner_made_by_hand_takes_tf1s_create_threads_arguments():
+    with tf.Graph().as_default():
+        queue = tf.FIFOQueue(8, [tf.int64], shapes=[[]])
+        counter = tf.train.range_input_producer(12, num_epochs=1, shuffle=False).dequeue()
+        qr = tf.train.QueueRunner(queue, [queue.enqueue(counter * 10)])
+        got = []
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = qr.create_threads(sess, coord=coord, start=True)  # TF1's order
+            threads += tf.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    got.append(int(sess.run(queue.dequeue())))
+            coord.request_stop()
+            coord.join(threads)
+    assert got == [10 * i for i in range(12)]
+
+
+def test_sequence_examples_parsed_and_padded_by_a_dynamic_pad_batch(tmp_path):
+    path = tmp_path / "seq.tfrecord"
+    with qp.io.TFRecordWriter(str(path)) as writer:
+        for n in (1, 3, 2, 4):
+            writer.write(qp.make_sequence_example(
+                {"length": n}, {"tokens": [[t + 1] for t in range(n)]}).SerializeToString())
+    with tf.Graph().as_default():
+        reader = tf.TFRecordReader()
+        _, serialized = reader.read(tf.train.string_input_producer([str(path)], num_epochs=1,
+                                                                   shuffle=False))
+        context, sequence = tf.parse_single_sequence_example(
+            serialized, context_features={"length": tf.FixedLenFeature([], tf.int64)},
+            sequence_features={"tokens": tf.FixedLenSequenceFeature([], tf.int64)})
+        lengths, tokens = tf.train.batch([context["length"], sequence["tokens"]], batch_size=2,
+                                         dynamic_pad=True)
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            first = sess.run([lengths, tokens])
+            second = sess.run([lengths, tokens])
+            coord.request_stop()
+            coord.join(threads)
+    assert first[0].tolist() == [1, 3] and first[1].tolist() == [[1, 0, 0], [1, 2, 3]]
+    assert second[0].tolist() == [2, 4] and second[1].shape == (2, 4)

@@ -80,6 +80,7 @@ for _name in ("float16", "half", "float32", "float64", "double", "int8", "int16"
 
 for _name in ops.__all__:
     globals()[_name] = getattr(ops, _name)
+random_crop = image_ops.random_crop  # TF1 had it at the top level too
 
 for _name in ("FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "PriorityQueue",
               "TFRecordReader", "TextLineReader", "FixedLengthRecordReader", "WholeFileReader"):

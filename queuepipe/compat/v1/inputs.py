@@ -350,13 +350,22 @@ def maybe_shuffle_batch_join(tensors_list: Sequence[Any], batch_size: int, capac
 # -- runners -----------------------------------------------------------------------------------
 
 
-def QueueRunner(queue: Any = None, enqueue_ops: Sequence[Operation] = (),  # noqa: N802
-                close_op: Any = None, cancel_op: Any = None,
-                queue_closed_exception_types: Any = None) -> runner.QueueRunner:
-    """A native QueueRunner whose threads each run one of ``enqueue_ops`` again and again."""
-    return runner.QueueRunner(
-        _native_queue(queue), list(enqueue_ops), close_op=close_op, cancel_op=cancel_op,
-        queue_closed_exception_types=queue_closed_exception_types)
+class QueueRunner(runner.QueueRunner):
+    """TF1's ``tf.train.QueueRunner``: a native QueueRunner whose threads each run one of
+    ``enqueue_ops`` (Operations, such as ``queue.enqueue(x)``) again and again, and whose
+    :meth:`create_threads` takes TF1's ``sess`` first."""
+
+    def __init__(self, queue: Any = None, enqueue_ops: Sequence[Operation] = (),
+                 close_op: Any = None, cancel_op: Any = None,
+                 queue_closed_exception_types: Any = None):
+        super().__init__(_native_queue(queue), list(enqueue_ops), close_op=close_op,
+                         cancel_op=cancel_op,
+                         queue_closed_exception_types=queue_closed_exception_types)
+
+    def create_threads(self, sess: Any = None, coord: Any = None, daemon: bool = False,
+                       start: bool = False) -> List[Any]:  # type: ignore[override]
+        """TF1's signature: ``qr.create_threads(sess, coord=coord, start=True)``."""
+        return super().create_threads(coord, daemon=daemon, start=start)
 
 
 def add_queue_runner(qr: runner.QueueRunner, collection: Any = None) -> None:
