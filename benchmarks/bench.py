@@ -29,7 +29,8 @@ What it does, in one run:
 4. Prints the medians over ``--repeat`` runs (runs of the pipelines are interleaved, so that a
    busy moment of the machine hits all of them) and each target as a ratio with PASS/FAIL,
    and checks that every pipeline delivered every record of every epoch exactly once (the
-   count and the label sum against ``truth.npz``).
+   count and the label sum against ``truth.npz``). The exit status is 1 only when that check
+   fails: a speed target missed on a busy host is a figure, not an error.
 5. A scaling table: 1, 2 and 4 threads, GZIP shards, and the float-feature workload.
 
 Every figure is in the format ``bench_peers.py`` prints, plus ``peak_rss_kib``. Our
@@ -511,7 +512,9 @@ def main(argv=None) -> int:
     if args.plot:
         plot(rows, args.plot, f"{args.epochs} epochs of the {args.workload} workload, "
                               f"{os.cpu_count()} CPUs")
-    return 0 if all(ok for _, _, ok in checks) else 1
+    # Speed is measured, not asserted (a busy host moves it by half): only a pipeline that lost
+    # or repeated a record makes the run fail.
+    return 0 if all(ok for target, _, ok in checks if "every record once" in target) else 1
 
 
 if __name__ == "__main__":

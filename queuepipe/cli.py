@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob as glob_module
 import importlib.util
 import itertools
 import os
@@ -32,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
@@ -47,6 +48,7 @@ __all__ = ["main", "build_parser", "infer_schema"]
 PROG = "queuepipe"
 _COMPRESSIONS = {"auto": None, "none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 _SCAN_BATCH = 4096  # records taken from a scanner per progress-bar update
+_BENCH_SAMPLE = 1000  # records bench FILE... infers the features from, without --features
 
 
 class UsageError(Exception):
@@ -475,7 +477,61 @@ def _builtin_bench(records: int, batch_size: int) -> None:
     print(monitor.input_bound().reason)
 
 
+def _bench_files(patterns: Sequence[str], features_file: Optional[str],
+                 batch_size: int) -> None:
+    """Reads the user's files once with ``read_batch_features`` and prints the rate; the
+    features from ``features_file`` (``queuepipe schema``'s output) or inferred."""
+    import queuepipe as qp
+    from queuepipe.monitor import QueueMonitor
+    from queuepipe.remote import glob
+    from queuepipe.sparse import SparseValue, batch_size as sparse_batch_size
+
+    def batch_size_of(value: Any) -> int:
+        return sparse_batch_size(value) if isinstance(value, SparseValue) else len(value)
+
+    paths = [path for pattern in patterns for path in (glob(pattern) or [pattern])]
+    if features_file is not None:
+        namespace: Dict[str, Any] = {}
+        with open(features_file, encoding="utf-8") as f:
+            exec(compile(f.read(), features_file, "exec"), namespace)  # noqa: S102 - the user's
+        if not isinstance(namespace.get("features"), dict):
+            raise UsageError(f"'{features_file}' defines no dict 'features' (write one with "
+                             f"queuepipe schema FILE > {features_file})")
+        features, source = namespace["features"], f"'{features_file}'"
+    else:
+        sample = [data for _, data in itertools.islice(
+            _scan(_scanner(paths[0], "auto"), lambda n: None), _BENCH_SAMPLE)]
+        namespace = {}
+        exec(infer_schema(sample, f"'{paths[0]}'"), namespace)  # noqa: S102 - code we wrote
+        features = namespace.get("features")
+        if not isinstance(features, dict):
+            raise UsageError("bench reads Examples; give --features for other records")
+        source = f"inferred from {len(sample)} records of '{paths[0]}'"
+    size = sum(_file_size(path) or 0 for path in paths)
+    start = time.perf_counter()
+    seen = 0
+    with qp.Pipeline().as_default() as pipeline:
+        batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
+                                         randomize_input=False)
+        with qp.running(pipeline), QueueMonitor(pipeline, interval=0.05) as monitor:
+            for batch in batches:
+                seen += batch_size_of(next(iter(batch.values())))
+    secs = time.perf_counter() - start
+    print(f"features: {sorted(features)} ({source})")
+    print(f"read_batch_features: {seen / secs:12,.0f} records/s, {size / secs / 1e6:,.1f} MB/s "
+          f"({seen} records in {len(paths)} file(s), batches of {batch_size}, {secs:.2f} s)")
+    print(monitor.table())
+    print(monitor.input_bound().reason)
+
+
 def _cmd_bench(args) -> int:
+    if args.suite_args and all(os.path.exists(a) or glob_module.glob(a)
+                               for a in args.suite_args):  # the user's files, not the suite's
+        _bench_files(args.suite_args, args.features, args.batch_size)
+        return 0
+    if args.features is not None:
+        raise UsageError("--features goes with your own files: queuepipe bench FILE... "
+                         "--features schema.py")
     suite = None if args.builtin else _checkout_file("benchmarks", "bench.py")
     if suite is not None:
         return _run_script_main(suite, "queuepipe_benchmarks_bench", args.suite_args)
@@ -589,15 +645,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compress the shards (then no .index files are written)")
 
     p = command("bench", _cmd_bench, "measure read throughput",
-                "Run the benchmark suite of a source checkout (benchmarks/bench.py; arguments "
-                "after '--' go to it), or, without one or with --builtin, a small check: "
-                "write records to a temporary directory, read them back with "
-                "read_batch_features, print records/s and what the queues did.")
+                "Measure your own files (bench FILE... [--features schema.py]: one pass of "
+                "read_batch_features, the features from queuepipe schema's output or "
+                "inferred), or run the benchmark suite of a source checkout "
+                "(benchmarks/bench.py; arguments after '--' go to it), or, without one or with "
+                "--builtin, a small check: write records to a temporary directory, read them "
+                "back with read_batch_features, print records/s and what the queues did. "
+                "Exit status 0 whatever the speed; 1 only when it cannot run or reads bad "
+                "data.")
+    p.add_argument("--features", metavar="FILE",
+                   help="Python code defining 'features' (what queuepipe schema prints), for "
+                        "your own files; by default inferred from their first records")
     p.add_argument("--builtin", action="store_true", help="run the built-in check")
     p.add_argument("--records", type=_positive_int, default=20000,
                    help="records for the built-in check (default 20000)")
     p.add_argument("--batch-size", type=_positive_int, default=128,
-                   help="batch size for the built-in check (default 128)")
+                   help="batch size for your files and the built-in check (default 128)")
     p.add_argument("suite_args", nargs="*", metavar="ARG", help=argparse.SUPPRESS)
 
     p = command("demo", _cmd_demo, "run the end-to-end demo",

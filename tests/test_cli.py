@@ -623,3 +623,21 @@ def test_demo_runs_the_real_demo(capsys, tmp_path):
                            "--processes", 1, "--workdir", tmp_path)
     assert status == 0, err
     assert re.search(r"^held-out accuracy: [\d.]+ ", out, re.M), out
+
+
+def test_bench_measures_your_own_files_with_a_schema_or_inferred_features(capsys, tmp_path):
+    records = examples(50)
+    paths = [write_records(tmp_path / f"part-{i}.tfrecord", records[i::2]) for i in range(2)]
+    status, out, err = run(capsys, "bench", str(tmp_path / "part-*.tfrecord"),
+                           "--batch-size", 16)
+    assert status == 0, err
+    assert re.search(r"^read_batch_features: +[\d,]+ records/s, [\d.,]+ MB/s \(50 records in "
+                     r"2 file\(s\), batches of 16", out, re.M)
+    assert "inferred from 25 records of" in out
+    schema = tmp_path / "schema.py"
+    schema.write_text(run(capsys, "schema", paths[0])[1])
+    status, out, _ = run(capsys, "bench", *paths, "--features", schema)
+    assert status == 0 and f"({schema!r})" not in out and f"'{schema}'" in out
+    assert re.search(r"\(50 records in 2 file\(s\)", out)
+    status, _, err = run(capsys, "bench", "--features", schema)
+    assert status == 2 and "--features goes with your own files" in err
