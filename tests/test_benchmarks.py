@@ -4,6 +4,7 @@ never asserted here.)"""
 
 import importlib.util
 import os
+import re
 
 import pytest
 
@@ -43,3 +44,10 @@ def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline):
     bench, data = workload
     monkeypatch.syspath_prepend(BENCHMARKS)
     load("instructions").run(pipeline, data, 1000)
+
+
+def test_the_image_benchmark_decodes_every_record(capsys):
+    pytest.importorskip("PIL")
+    assert load("bench_images").main(["--records", "300", "--repeat", "1"]) == 0
+    assert re.search(r"^qp_bulk +steady +[\d,]+ records/s .* every record: True$",
+                     capsys.readouterr().out, re.M)
