@@ -444,7 +444,6 @@ def _builtin_bench(records: int, batch_size: int) -> None:
     import numpy as np
 
     import queuepipe as qp
-    from queuepipe.monitor import QueueMonitor
     from queuepipe.protos import make_example
     from queuepipe.shards import write_shards
 
@@ -458,15 +457,7 @@ def _builtin_bench(records: int, batch_size: int) -> None:
         start = time.perf_counter()
         paths = write_shards(data, tmp, 4, progress=False)
         write_secs = time.perf_counter() - start
-        start = time.perf_counter()
-        seen = 0
-        with qp.Pipeline().as_default() as pipeline:
-            batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
-                                             randomize_input=False)
-            with qp.running(pipeline), QueueMonitor(pipeline, interval=0.05) as monitor:
-                for batch in batches:
-                    seen += len(batch["label"])
-        read_secs = time.perf_counter() - start
+        seen, read_secs, monitor = _read_once(paths, batch_size, features)
     if seen != records:
         raise RuntimeError(f"bench read {seen} records back but wrote {records}")
     print(f"write_shards:        {records / write_secs:12,.0f} records/s "
@@ -477,17 +468,31 @@ def _builtin_bench(records: int, batch_size: int) -> None:
     print(monitor.input_bound().reason)
 
 
+def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any]) -> Tuple:
+    """Reads ``paths`` once with ``read_batch_features`` in a pipeline of its own, watched by a
+    QueueMonitor; returns (records, seconds, monitor)."""
+    import queuepipe as qp
+    from queuepipe.monitor import QueueMonitor
+    from queuepipe.sparse import SparseValue, batch_size as sparse_batch_size
+
+    start = time.perf_counter()
+    seen = 0
+    with qp.Pipeline().as_default() as pipeline:
+        batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
+                                         randomize_input=False)
+        with qp.running(pipeline), QueueMonitor(pipeline, interval=0.05) as monitor:
+            for batch in batches:
+                first = next(iter(batch.values()))
+                seen += sparse_batch_size(first) if isinstance(first, SparseValue) \
+                    else len(first)
+    return seen, time.perf_counter() - start, monitor
+
+
 def _bench_files(patterns: Sequence[str], features_file: Optional[str],
                  batch_size: int) -> None:
     """Reads the user's files once with ``read_batch_features`` and prints the rate; the
     features from ``features_file`` (``queuepipe schema``'s output) or inferred."""
-    import queuepipe as qp
-    from queuepipe.monitor import QueueMonitor
     from queuepipe.remote import glob
-    from queuepipe.sparse import SparseValue, batch_size as sparse_batch_size
-
-    def batch_size_of(value: Any) -> int:
-        return sparse_batch_size(value) if isinstance(value, SparseValue) else len(value)
 
     paths = [path for pattern in patterns for path in (glob(pattern) or [pattern])]
     if features_file is not None:
@@ -508,15 +513,7 @@ def _bench_files(patterns: Sequence[str], features_file: Optional[str],
             raise UsageError("bench reads Examples; give --features for other records")
         source = f"inferred from {len(sample)} records of '{paths[0]}'"
     size = sum(_file_size(path) or 0 for path in paths)
-    start = time.perf_counter()
-    seen = 0
-    with qp.Pipeline().as_default() as pipeline:
-        batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
-                                         randomize_input=False)
-        with qp.running(pipeline), QueueMonitor(pipeline, interval=0.05) as monitor:
-            for batch in batches:
-                seen += batch_size_of(next(iter(batch.values())))
-    secs = time.perf_counter() - start
+    seen, secs, monitor = _read_once(paths, batch_size, features)
     print(f"features: {sorted(features)} ({source})")
     print(f"read_batch_features: {seen / secs:12,.0f} records/s, {size / secs / 1e6:,.1f} MB/s "
           f"({seen} records in {len(paths)} file(s), batches of {batch_size}, {secs:.2f} s)")

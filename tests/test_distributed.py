@@ -282,6 +282,24 @@ WORKER = textwrap.dedent('''
 ''')
 
 
+def run_two_process_job(tmp_path, worker, *args):
+    """Runs ``worker`` (a script's text) as a 2-process torchrun job on 127.0.0.1, its first
+    argument a file where rank 0 writes JSON; returns that JSON."""
+    script = tmp_path / "worker.py"
+    script.write_text(worker)
+    out = tmp_path / "result.json"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+               "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+               str(script), str(out), *map(str, args)]
+    job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=50)
+    assert job.returncode == 0, job.stdout + job.stderr
+    return json.loads(out.read_text())
+
+
 def test_two_process_gloo_job_reads_every_record_once_per_epoch(tmp_path):
     pytest.importorskip("torch.distributed")
     datasets = {}
@@ -290,20 +308,7 @@ def test_two_process_gloo_job_reads_every_record_once_per_epoch(tmp_path):
         qp.write_shards([r.encode() for r in records], tmp_path / name, num_shards,
                         progress=False)
         datasets[name] = records
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    out = tmp_path / "result.json"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-               "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
-               str(script), str(out), str(tmp_path / "four"), str(tmp_path / "one")]
-    job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=50)
-    assert job.returncode == 0, job.stdout + job.stderr
-
-    results = json.loads(out.read_text())
+    results = run_two_process_job(tmp_path, WORKER, tmp_path / "four", tmp_path / "one")
     four, one = results["four"], results["one"]
     # 4 shards: whole files, 2 each; 1 shard: both ranks open it and split its records.
     assert [r["files"] for r in four] == [["shard-00000-of-00004.tfrecord",
@@ -380,19 +385,7 @@ def test_uneven_shares_are_evened_across_a_two_process_gloo_job(tmp_path):
     # 3 shards of 10 records over 2 ranks: rank 0 reads shards 0 and 2 (20 records, 5
     # batches of 4), rank 1 shard 1 (10 records, 3 batches): uneven, a DDP job would hang.
     qp.write_shards({"label": list(range(30))}, tmp_path / "data", 3, progress=False)
-    script = tmp_path / "worker.py"
-    script.write_text(EVEN_WORKER)
-    out = tmp_path / "result.json"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-               "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
-               str(script), str(out), str(tmp_path / "data")]
-    job = subprocess.run(command, env=env, capture_output=True, text=True, timeout=50)
-    assert job.returncode == 0, job.stdout + job.stderr
-    ranks = json.loads(out.read_text())
+    ranks = run_two_process_job(tmp_path, EVEN_WORKER, tmp_path / "data")
     assert [r["drop"]["own"] for r in ranks] == [5, 3]
     assert [len(r["drop"]["labels"]) for r in ranks] == [3, 3]  # the smallest share
     assert [len(r["pad"]["labels"]) for r in ranks] == [5, 5]  # the largest share
