@@ -14,7 +14,7 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), os.pardir, "examples")
 # The scripts run here. The framework examples (torch_cnn.py, keras_model.py, jax_model.py and
 # their digits.py) are run by the integration tests.
 SCRIPTS = ["demo.py", "fashion_mnist_pipeline.py", "csv_pipeline.py", "sharded_join.py",
-           "sequence_pipeline.py", "read_speed.py", "tf1_unchanged.py"]
+           "sequence_pipeline.py", "read_speed.py", "tf1_unchanged.py", "jpeg_pipeline.py"]
 
 
 def run(script, *args):
@@ -122,3 +122,11 @@ def test_a_tf1_listing_runs_unchanged_through_compat_v1_and_learns():
     assert "done training for 3 epochs, 135 steps" in out  # the OutOfRangeError at the end
     assert "trained on 4314 examples (3 x 1438 expected)" in out
     assert number_after("held-out accuracy", out) > 0.8
+
+
+def test_jpeg_records_are_decoded_in_the_pipeline_and_learned_from():
+    pytest.importorskip("PIL")
+    out = run("jpeg_pipeline.py", "--epochs", "3")
+    assert "wrote 1438 JPEG Examples in 2 shards" in out
+    assert "trained on 4314 decoded images (3 x 1438 expected)" in out
+    assert number_after("held-out accuracy", out) > 0.6
