@@ -13,7 +13,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import queuepipe as qp  # noqa: E402 - after the importorskip
+from helpers import wait_until  # noqa: E402 - after the importorskip
+
+import queuepipe as qp  # noqa: E402
 from queuepipe.distributed import Shard, shard_files  # noqa: E402
 from queuepipe.integrations.torch import (  # noqa: E402
     Padded, QueuePipeIterableDataset, TorchBatches, to_torch, worker_shard,
@@ -374,3 +376,31 @@ def test_closing_or_dropping_a_prefetching_iterator_stops_its_thread():
     assert prefetch_threads() == []
     with pytest.raises(ValueError, match=r"prefetch must be an int >= 0, got -1"):
         TorchBatches(Source(1), prefetch=-1)
+
+
+class Waiting:
+    """A source whose next batch never comes: next() waits until the source is closed (as a
+    Batches' dequeue waits until its queue closes)."""
+
+    def __init__(self):
+        self.closed = threading.Event()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.closed.wait()
+        raise StopIteration
+
+    def close(self):
+        self.closed.set()
+
+
+def test_closing_a_prefetching_iterator_wakes_a_thread_waiting_for_the_next_batch():
+    torch_batches = TorchBatches(Waiting(), prefetch=2)
+    waiter = threading.Thread(target=lambda: list(torch_batches), name="test/consumer")
+    waiter.start()
+    wait_until(lambda: len(prefetch_threads()) == 1, "the prefetch thread waits in the source")
+    torch_batches.close()  # closes the source first: the waiting thread wakes, then is joined
+    waiter.join(10)
+    assert not waiter.is_alive() and prefetch_threads() == []

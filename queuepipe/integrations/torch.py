@@ -252,12 +252,13 @@ class TorchBatches(BatchIterator):
         if not self._prefetch:
             return _convert(next(self._batches), self._form, "")
         if self._ahead is None:
-            self._ahead = _Lookahead(self._batches, self._form, self._prefetch)
+            self._ahead = _Lookahead(self._batches, self._form, self._prefetch,
+                                     getattr(self._source, "close", None))
             weakref.finalize(self, self._ahead.stop)
         return self._ahead.next()
 
     def close(self) -> None:
-        """Stops the prefetch thread (joined) and closes the underlying batches."""
+        """Closes the underlying batches and stops the prefetch thread (joined)."""
         if self._ahead is not None:
             self._ahead.stop()
         super().close()
@@ -268,9 +269,15 @@ _END = object()
 
 class _Lookahead:
     """The prefetch thread of a :class:`TorchBatches` and the queue it fills. It holds no
-    reference to the TorchBatches, so that an abandoned one can be collected (and stop it)."""
+    reference to the TorchBatches, so that an abandoned one can be collected (and stop it).
 
-    def __init__(self, batches: Iterator[Any], form: _Form, depth: int):
+    Stopping closes the source first (``close_source``, a Batches' ``close``): a thread waiting
+    in the source's next batch is woken by it, and then joined. (A source that cannot be closed
+    and never yields again keeps the daemon thread waiting in it.)"""
+
+    def __init__(self, batches: Iterator[Any], form: _Form, depth: int,
+                 close_source: Optional[Callable[[], Any]]):
+        self._close_source = close_source
         self._ready: "queue_module.Queue[Any]" = queue_module.Queue(maxsize=depth)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(batches, form),
@@ -279,10 +286,14 @@ class _Lookahead:
 
     def _run(self, batches: Iterator[Any], form: _Form) -> None:
         try:
-            for batch in batches:
+            while not self._stopping.is_set():  # checked before each batch is taken
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    self._put(("end", _END))
+                    return
                 if not self._put(("batch", _convert(batch, form, ""))):
                     return
-            self._put(("end", _END))
         except BaseException as e:  # noqa: BLE001 - handed to the consumer's next()
             self._put(("error", e))
 
@@ -308,6 +319,8 @@ class _Lookahead:
     def stop(self) -> None:
         """Stops and joins the thread; a later next() ends the iteration."""
         self._stopping.set()
+        if self._close_source is not None:
+            self._close_source()
         self._drain()  # unblocks a put waiting for room; it then sees the stop
         if self._thread is not threading.current_thread():
             self._thread.join()
