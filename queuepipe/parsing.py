@@ -325,7 +325,8 @@ class _RaggedOut:
     def _padded(self):
         feature, batch = self.feature, len(self.counts)
         max_rows = int(self.counts.max()) // feature.size if batch and feature.size else 0
-        out = np.full((batch, max_rows * feature.size), feature.pad, dtype=feature.dtype)
+        out = np.empty((batch, max_rows * feature.size), dtype=feature.dtype)
+        out.fill(feature.pad)  # (np.full would make b"ab\x00" a NumPy bytes_: NULs stripped)
         for index, row in self.singles:
             out[index, :len(row)] = row
         for rows, block in self.blocks:
@@ -1147,6 +1148,10 @@ _CSV_DTYPES = {_dtypes.int32: "int32", _dtypes.int64: "int64", _dtypes.float32: 
 _INT_TEXT = re.compile(rb"\s*[+-]?[0-9]+\s*")
 _FLOAT_TEXT = re.compile(rb"\s*[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+"
                          rb"(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\s*", re.IGNORECASE)
+# What strtod takes beyond decimals, as TF's parser does: hex floats, and nan(chars).
+_HEX_FLOAT_TEXT = re.compile(rb"\s*[+-]?0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?[0-9]+)?"
+                             rb"\s*", re.IGNORECASE)
+_NAN_TEXT = re.compile(rb"\s*[+-]?nan\([0-9a-z_]*\)\s*", re.IGNORECASE)
 
 
 def _is_dtype(value):
@@ -1188,6 +1193,10 @@ class _Column:
             return value.encode("utf-8") if isinstance(value, str) else bytes(value)
         if not isinstance(value, bytes):
             return self.dtype.type(value)
+        if self.dtype.kind == "f" and _HEX_FLOAT_TEXT.fullmatch(value):
+            return self.dtype.type(float.fromhex(value.strip().decode("ascii")))
+        if self.dtype.kind == "f" and _NAN_TEXT.fullmatch(value):
+            return self.dtype.type("nan")
         pattern = _INT_TEXT if self.dtype.kind == "i" else _FLOAT_TEXT
         if pattern.fullmatch(value):
             number = int(value) if self.dtype.kind == "i" else float(value)
@@ -1223,12 +1232,15 @@ def _float32(text, wide):
     return max(narrow, other) if up else min(narrow, other)
 
 
-def _csv_fields(record, delim, use_quote_delim, index):
+def _csv_fields(record, delim, use_quote_delim, index, wanted=None):
     """Splits one record into its fields, TF's way: quotes double to escape, a CR or LF where
     a field would start is skipped, one inside an unquoted field is an error, and an empty
-    record has no field at all."""
+    record has no field at all. With ``wanted``, stops after that many fields (TF does not
+    look past the last column ``select_cols`` asks for)."""
     fields, pos, size = [], 0, len(record)
     while pos < size:
+        if wanted is not None and len(fields) >= wanted:
+            return fields
         if record[pos] in b"\r\n":
             pos += 1
             continue
@@ -1318,7 +1330,8 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
     for index, record in enumerate(array.ravel().tolist()):
         if isinstance(record, str):
             record = record.encode("utf-8")
-        fields = _csv_fields(bytes(record), delim, use_quote_delim, index)
+        fields = _csv_fields(bytes(record), delim, use_quote_delim, index,
+                             None if select_cols is None else select[-1] + 1)
         if select_cols is None:
             if len(fields) != len(columns):
                 raise InvalidArgumentError(f"Expect {len(columns)} fields but have "

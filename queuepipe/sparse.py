@@ -45,8 +45,8 @@ class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "d
         """The dense array of ``dense_shape``: each value at its index, ``default_value``
         elsewhere (give ``b""`` for strings)."""
         values = np.asarray(self.values)
-        out = np.full(tuple(int(d) for d in self.dense_shape), default_value,
-                      dtype=values.dtype if values.dtype != object else object)
+        out = np.empty(tuple(int(d) for d in self.dense_shape), dtype=values.dtype)
+        out.fill(default_value)  # (np.full would make b"a\x00" a NumPy bytes_: NULs stripped)
         if len(values):
             out[tuple(np.asarray(self.indices, dtype=np.int64).T)] = values
         return out

@@ -826,3 +826,30 @@ def test_decode_csv_rounds_float32_columns_once_as_tf_does():
     # strtof's results: the float32 nearest each text (16777217 itself is a tie, to even)
     assert out.tolist() == [16777218.0, -16777218.0, 16777216.0, 16777216.0,
                             float(np.float32(3.4028235e38)), float(np.float32(0.1))]
+
+
+def test_a_string_default_keeps_its_trailing_nul_bytes():
+    # TF pads a string FixedLenSequenceFeature with the default as given, NULs included.
+    records = [qp.make_example({"a": [b"x"]}).SerializeToString(),
+               qp.make_example({}).SerializeToString()]
+    spec = {"a": qp.io.FixedLenSequenceFeature([], qp.string, allow_missing=True,
+                                               default_value=b"ab\x00")}
+    assert qp.io.parse_example(records, spec)["a"].tolist() == [[b"x"], [b"ab\x00"]]
+    sparse = qp.SparseValue(np.array([[0]]), np.array([b"x"], dtype=object), np.array([2]))
+    assert sparse.to_dense(b"\x00\x00").tolist() == [b"x", b"\x00\x00"]
+
+
+@pytest.mark.parametrize("record, defaults, select, expected", [
+    (b"0x1p3,1", [[0.0], [0]], None, [8.0, 1]),              # a hex float, as strtof reads it
+    (b"-0x1.8p1,0X.8", [[0.0], [0.0]], None, [-3.0, 0.5]),
+    (b'1,2,x"y', [[0], [0]], [0, 1], [1, 2]),                # past the last selected column:
+    (b"1,2,", [[0], [0]], [0, 1], [1, 2]),                   # not looked at
+])
+def test_decode_csv_reads_what_tf_reads(record, defaults, select, expected):
+    # Each case checked against TensorFlow 2.21's tf.io.decode_csv.
+    assert [v.item() for v in qp.io.decode_csv(record, defaults, select_cols=select)] == expected
+
+
+def test_decode_csv_takes_nan_with_characters_as_strtof_does():
+    value, count = qp.io.decode_csv(b"nan(123),1", [[0.0], [0]])
+    assert np.isnan(value) and value.dtype == np.float32 and count == 1
