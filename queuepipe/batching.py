@@ -1238,8 +1238,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                         min_after_dequeue=queue_capacity // 2 if randomize_input else None,
                         seed=seed, enqueue_many=True,
                         allow_smaller_final_batch=allow_smaller_final_batch)
-    records = _indexed_total(files)
-    if records is not None and num_epochs is not None:
+    records = _indexed_total(files) if num_epochs is not None else None
+    if records is not None:
         total = records * num_epochs
         batches._length = -(-total // batch_size) if allow_smaller_final_batch \
             else total // batch_size

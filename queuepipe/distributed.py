@@ -46,6 +46,7 @@ from typing import Any, Iterable, List, NamedTuple, Optional, Sequence, Tuple, U
 import numpy as np
 
 from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
+from queuepipe.integrations import BatchIterator
 from queuepipe.readers import TFRecordReader
 from queuepipe.records import masked_crc32c
 from queuepipe.remote import glob, open_file
@@ -190,7 +191,7 @@ def shard_files(files: Union[str, bytes, Sequence[Union[str, bytes]]],
     return FileShare(names, shard)
 
 
-class EvenBatches:
+class EvenBatches(BatchIterator):
     """An iterator of exactly ``num_batches`` batches of ``batches``: the extra ones dropped,
     or, when ``batches`` ends early, its first batches given again (as PyTorch's
     ``DistributedSampler`` pads a short share by repeating its first samples).
@@ -199,16 +200,12 @@ class EvenBatches:
     """
 
     def __init__(self, batches: Iterable[Any], num_batches: int, keep: int):
-        self._source = batches
-        self._batches = iter(batches)
+        super().__init__(batches)
         self._left = num_batches
         self._keep = keep  # how many first batches to keep for padding
         self._first: List[Any] = []
         self._repeat = 0  # the next kept batch to give again, once the source has ended
         self._ended = False
-
-    def __iter__(self) -> "EvenBatches":
-        return self
 
     def __len__(self) -> int:
         return self._left
@@ -233,17 +230,6 @@ class EvenBatches:
         self._repeat += 1
         self._left -= 1
         return batch
-
-    def close(self) -> None:
-        close = getattr(self._source, "close", None)
-        if close is not None:
-            close()
-
-    def __enter__(self) -> "EvenBatches":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def even_batches(batches: Iterable[Any], even: str = "drop", count: Optional[int] = None,

@@ -132,20 +132,20 @@ def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscalin
     del fancy_upscaling, try_recover_truncated, acceptable_fraction, dct_method, name
     if ratio not in (1, 2, 4, 8):
         raise InvalidArgumentError(f"decode_jpeg: ratio must be 1, 2, 4 or 8, got {ratio!r}")
+    if channels not in (0, 1, 3):
+        raise InvalidArgumentError(f"decode_jpeg: channels must be 0, 1 or 3, got {channels!r}")
     data = _bytes(contents, "decode_jpeg")
     if _format(data) != "JPEG":
         _open(data, "decode_jpeg", "JPEG")  # raises, naming the format found
-    image = Image.open(io.BytesIO(data))
-    if ratio > 1 or channels == 1:  # libjpeg scales, and makes gray from Y, as for TF
-        image.draft("L" if channels == 1 else image.mode,
-                    (-(-image.width // ratio), -(-image.height // ratio)))
     try:
+        image = Image.open(io.BytesIO(data))
+        if ratio > 1 or channels == 1:  # libjpeg scales, and makes gray from Y, as for TF
+            image.draft("L" if channels == 1 else image.mode,
+                        (-(-image.width // ratio), -(-image.height // ratio)))
         image.load()
-    except (OSError, SyntaxError, ValueError) as e:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
         raise InvalidArgumentError(f"decode_jpeg: cannot decode the JPEG image of {len(data)} "
                                    f"bytes: {e}") from None
-    if channels not in (0, 1, 3):
-        raise InvalidArgumentError(f"decode_jpeg: channels must be 0, 1 or 3, got {channels!r}")
     return _channels(image, channels, "decode_jpeg")
 
 

@@ -140,7 +140,10 @@ class Rows:
         return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in Rows.__slots__))
 
     def __iter__(self) -> Iterator[SparseValue]:
-        return (self.element(j) for j in range(len(self.lengths)))
+        ends = np.cumsum(self.lengths).tolist()  # once: not a sum per element
+        for j, (first, last) in enumerate(zip([0] + ends[:-1], ends)):
+            yield SparseValue(self.inner[first:last].copy(), self.values[first:last].copy(),
+                              self.shapes[j].copy())
 
     def element(self, j: int) -> SparseValue:
         """Element ``j`` as a SparseValue of its own arrays."""

@@ -145,3 +145,11 @@ def test_jpeg_pixels_are_tensorflows_with_the_accurate_idct(name):
     assert np.array_equal(qp.io.decode_jpeg(data, ratio=2), reference[f"{name}.jpeg_ratio2"])
     assert qp.io.decode_image(data).shape == reference[f"{name}.image"].shape
     assert np.array_equal(qp.io.decode_image(golden_bytes("a.png")), reference["a.png.image"])
+
+
+def test_a_damaged_jpeg_header_is_an_invalid_argument_naming_the_op():
+    with pytest.raises(InvalidArgumentError, match=r"^decode_jpeg: cannot decode the JPEG image "
+                                                   r"of 24 bytes"):
+        qp.io.decode_jpeg(b"\xff\xd8\xff" + b"garbage" * 3)
+    with pytest.raises(InvalidArgumentError, match=r"channels must be 0, 1 or 3, got 4"):
+        qp.io.decode_jpeg(b"not even read", channels=4)
