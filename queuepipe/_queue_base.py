@@ -749,6 +749,42 @@ class QueueBase:
             self._restore(chunks, got)
         return self._insufficient(n)
 
+    # -- saving and resuming (read_batch_features' state) ------------------------------------
+
+    def _held(self) -> Any:
+        """The rows of the elements held, in the queue's order. Called with the lock held."""
+        raise NotImplementedError
+
+    def _order_state(self) -> Dict[str, Any]:
+        """What besides its elements fixes what the queue hands out next (JSON-able)."""
+        return {}
+
+    def _load_order(self, order: Dict[str, Any]) -> None:
+        """Takes up what :meth:`_order_state` gave. Called with the lock held."""
+
+    def _snapshot(self, component: int) -> Tuple[np.ndarray, Dict[str, Any]]:
+        """Component ``component`` of every element held, in the queue's order, and its
+        order state: with the same elements put back by :meth:`_load`, the queue hands out
+        the same elements in the same order."""
+        with self._lock:
+            return (self._columns[component].read(self._held()) if self._columns
+                    else np.empty(0, np.int64)), self._order_state()
+
+    def _load(self, vals: Any, order: Dict[str, Any]) -> None:
+        """Puts a batch, no larger than the capacity, into the empty queue in one step, in
+        its order, and takes up ``order``: the inverse of :meth:`_snapshot`."""
+        batch, n = self._spec.batch(vals)
+        with self._lock:
+            self._check_open()
+            if self._size() or n > self._capacity:
+                raise InvalidArgumentError(
+                    f"Queue '{self._name}': a saved content of {n} elements goes into an empty "
+                    f"queue of capacity {self._capacity}, this one holds {self._size()}")
+            self._put(batch, n)
+            self._enqueued += n
+            self._load_order(order)
+            self._wake_consumers()
+
     # -- closing ----------------------------------------------------------------------------
 
     def close(self, cancel_pending_enqueues: bool = False) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -118,6 +118,9 @@ class FIFOQueue(QueueBase):
         self._head = (self._head + 1) % self._rows
         self._count -= 1
         return out
+
+    def _held(self) -> Any:
+        return self._ring(self._head, self._count) if self._rows else slice(0, 0)
 
     def _put_back(self, batch: List[np.ndarray], n: int) -> None:
         self._reserve(n)
@@ -253,6 +256,16 @@ class RandomShuffleQueue(QueueBase):
             slots[count - n:count] = rows
         self._count = count - n
         return rows
+
+    def _held(self) -> Any:
+        return self._slots[:self._count]
+
+    def _order_state(self) -> Dict[str, Any]:
+        return {"appended": self._appended, "rng": self._rng.bit_generator.state}
+
+    def _load_order(self, order: Dict[str, Any]) -> None:
+        self._appended = int(order["appended"])
+        self._rng.bit_generator.state = order["rng"]
 
     def _take(self, n: int) -> List[Any]:
         return self._read(self._draw(n))

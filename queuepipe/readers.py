@@ -129,6 +129,26 @@ class ReaderBase:
         Called with the lock held."""
         return _format_keys(self._key_prefix, positions)
 
+    def _seek(self, position: int) -> bool:
+        """Moves the file just opened to its record at ``position``; False when this reader
+        cannot (its caller then reads up to that record). Called with the lock held."""
+        return False
+
+    # -- reading by position (read_batch_features' plan) -----------------------------------
+
+    def _start_at(self, filename, position: int) -> bool:
+        """Opens ``filename`` at its record at ``position``, as its keys give positions, if
+        the reader can seek there; False when it opened at the start instead. Called with
+        the lock held; the caller reads with :meth:`_read_records` and closes with
+        :meth:`_stop`."""
+        self._start(filename)
+        self._key_prefix = os.fsencode(filename)
+        try:
+            return position == 0 or self._seek(position)
+        except BaseException:
+            self._stop()
+            raise
+
     # -- the work loop and the public methods ----------------------------------------------
 
     def _read(self, queue, n: int, keyed: bool = True) -> Tuple[List[bytes], List[bytes]]:
@@ -320,6 +340,13 @@ class TFRecordReader(ReaderBase):
         finally:
             self._skipped = self._skipped_before + scanner.skipped
         return offsets, values, scanner.finished
+
+    def _seek(self, position: int) -> bool:
+        scanner = _current(self._scanner)
+        self._scanner = RecordScanner(scanner.path, self._compression, self._corrupt_records,
+                                      offset=position)
+        scanner.close()
+        return True
 
     def _stop(self) -> None:
         scanner = _current(self._scanner)

@@ -105,6 +105,35 @@ def frame(record: bytes) -> bytes:
                      _FOOTER.pack(masked_crc32c(record))))
 
 
+def unframe(framed: Buffer, path: str, offset: int) -> bytes:
+    """The data of one framed record read at ``offset`` of ``path`` (a ``.index`` entry's
+    bytes), after checking both of its checksums and its length.
+
+    Raises:
+      DataLossError: the frame is damaged or its length disagrees with its size; the message
+        names the file and the offset, as the record scanner's do.
+    """
+    view = memoryview(framed)
+    if len(view) < FRAME_BYTES:
+        raise DataLossError(f"truncated record at {offset}: {len(view)} bytes, less than a "
+                            f"frame's {FRAME_BYTES}, in file '{path}'", path=path, offset=offset)
+    length, length_crc = _HEADER.unpack_from(view)
+    if masked_crc32c(view[:8]) != length_crc:
+        raise DataLossError(f"corrupted record at {offset}: length checksum mismatch in file "
+                            f"'{path}'", path=path, offset=offset)
+    if length + FRAME_BYTES != len(view):
+        raise DataLossError(f"corrupted record at {offset}: its header gives {length} data "
+                            f"bytes, its index entry {len(view) - FRAME_BYTES}, in file "
+                            f"'{path}'", path=path, offset=offset)
+    data = bytes(view[HEADER_BYTES:HEADER_BYTES + length])
+    (data_crc,) = _FOOTER.unpack_from(view, HEADER_BYTES + length)
+    if masked_crc32c(data) != data_crc:
+        raise DataLossError(f"corrupted record at {offset + HEADER_BYTES}: data checksum "
+                            f"mismatch in file '{path}'", path=path,
+                            offset=offset + HEADER_BYTES)
+    return data
+
+
 # ---------------------------------------------------------------------------------------------
 # Options
 
