@@ -25,15 +25,16 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names load lazily
     from queuepipe import (
-        batching, coordinator, distributed, dtypes, images, integrations, io, monitor, parsing,
-        producers, protos, python_io, queues, readers, records, remote, runner, shards, sparse,
-        train
+        batching, coordinator, distributed, dtypes, features, images, integrations, io, monitor,
+        parsing, producers, protos, python_io, queues, readers, records, remote, runner, shards,
+        sparse, train
     )
     from queuepipe.batching import (
         batch, batch_join, Batches, maybe_batch, maybe_batch_join, maybe_shuffle_batch,
-        maybe_shuffle_batch_join, read_batch_features, running, shuffle_batch, shuffle_batch_join
+        maybe_shuffle_batch_join, running, shuffle_batch, shuffle_batch_join
     )
     from queuepipe.coordinator import Coordinator, LooperThread
+    from queuepipe.features import read_batch_features
     from queuepipe.images import decode_batch, decode_image, decode_jpeg, decode_png
     from queuepipe.monitor import QueueMonitor
     from queuepipe.parsing import (
@@ -83,15 +84,15 @@ _LAZY = table_of({
                           "parse_single_sequence_example", "decode_raw", "decode_csv"],
     "queuepipe.batching": ["Batches", "batch", "shuffle_batch", "batch_join",
                            "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch",
-                           "maybe_batch_join", "maybe_shuffle_batch_join",
-                           "read_batch_features", "running"],
+                           "maybe_batch_join", "maybe_shuffle_batch_join", "running"],
+    "queuepipe.features": ["read_batch_features"],
     "queuepipe.images": ["decode_jpeg", "decode_png", "decode_image", "decode_batch"],
     "queuepipe.shards": ["write_shards"],
     "queuepipe.monitor": ["QueueMonitor"],
 })
 _SUBMODULES = ("train", "io", "python_io", "dtypes", "sparse", "queues", "coordinator",
                "runner", "producers", "records", "readers", "protos", "parsing", "batching",
-               "shards", "remote", "distributed", "monitor", "integrations", "images")
+               "features", "shards", "remote", "distributed", "monitor", "integrations", "images")
 
 __getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)
 

@@ -58,7 +58,7 @@ import threading
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, cast
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -69,19 +69,15 @@ from queuepipe._queue_base import wait_holding
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgumentError, \
     NotFoundError, OutOfRangeError
-from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
-from queuepipe.producers import match_filenames_once, string_input_producer
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
     _ArrivalPoolShuffleQueue
-from queuepipe.readers import ReaderBase, TFRecordReader
-from queuepipe.shards import indexed_count
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
     start_queue_runners
 from queuepipe.sparse import SparseValue
 
 __all__ = ["Batches", "batch", "shuffle_batch", "batch_join", "shuffle_batch_join",
            "maybe_batch", "maybe_shuffle_batch", "maybe_batch_join", "maybe_shuffle_batch_join",
-           "read_batch_features", "running", "STOP_GRACE_PERIOD_SECS"]
+           "running", "STOP_GRACE_PERIOD_SECS"]
 
 _log = logging.getLogger(__name__)
 
@@ -629,7 +625,10 @@ class Batches:
         self._raised: Optional[BaseException] = None
         self._pid = os.getpid()
         self._length: Optional[int] = None  # batches in all, where known (read_batch_features)
-        weakref.finalize(self, _stop_abandoned, self._group)  # kept alive by weakref itself
+        self._saver: Any = None  # keeps the state, where there is one (read_batch_features)
+        self._on_stop: List[Callable[[], None]] = []  # closers of what the runners used
+        # kept alive by weakref itself
+        weakref.finalize(self, _stop_abandoned, self._group, self._on_stop)
 
     @property
     def queue(self) -> Any:
@@ -745,13 +744,58 @@ class Batches:
             self._stop_group()
 
     def _stop_group(self) -> None:
-        """Stops the runners this object owns (once) and joins their threads."""
+        """Stops the runners this object owns (once), joins their threads, and closes what
+        they read from."""
         try:
             self._group.stop(STOP_GRACE_PERIOD_SECS)
         except Exception as e:  # noqa: BLE001 - re-raised unless the consumer already has it
             raised = self._raised
             if raised is None or (raised is not e and raised.__cause__ is not e):
                 raise
+        finally:
+            _close_all(self._on_stop)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the input is: a small JSON-serialisable dict (kilobytes, whatever the size
+        of the data).
+
+        Taken after batch ``k`` (between two batches, on the thread that takes them) and
+        given to :meth:`load_state_dict` of the same pipeline built in a new process, the
+        pipeline goes on with exactly the records this one would deliver after batch ``k``:
+        every record of the epoch once over the two runs, and with a ``seed`` the very same
+        batches. It holds the epoch, the cursor in the files, the records read and not
+        delivered (as positions in the files, never their data), and the shuffle's state.
+
+        Only :func:`read_batch_features` batches have one (a producer function's position
+        cannot be saved).
+
+        Raises:
+          TypeError: these batches have no state.
+        """
+        return self._state_keeper().state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resumes from a :meth:`state_dict` saved by the same pipeline (same files and
+        arguments), before the first batch is taken.
+
+        Raises:
+          TypeError: these batches have no state.
+          RuntimeError: a batch was already taken.
+          InvalidArgumentError: the state is not one of this pipeline's.
+        """
+        keeper = self._state_keeper()
+        with self._lock:
+            if self._checked_start:
+                raise RuntimeError("load_state_dict: load the state before the first batch")
+        keeper.load_state_dict(state)
+
+    def _state_keeper(self) -> Any:
+        if self._saver is None:
+            raise TypeError(
+                f"batches of queue '{self._queue.name}' have no state: only "
+                f"read_batch_features knows the position of its input (a producer function's "
+                f"cannot be saved)")
+        return self._saver
 
     def __enter__(self) -> "Batches":
         return self
@@ -787,7 +831,15 @@ class Batches:
                 f"{', owns its runners' if self._group.started else ''}>")
 
 
-def _stop_abandoned(group: RunnerGroup) -> None:
+def _close_all(closers: List[Callable[[], None]]) -> None:
+    """Runs and forgets each closer, even when one raises (the first error is raised)."""
+    with contextlib.ExitStack() as stack:
+        for close in closers:
+            stack.callback(close)
+        closers.clear()
+
+
+def _stop_abandoned(group: RunnerGroup, on_stop: List[Callable[[], None]]) -> None:
     """The finalizer of a :class:`Batches`: stops the runners it owns if nobody closed it."""
     if group.stopped:
         return
@@ -798,6 +850,7 @@ def _stop_abandoned(group: RunnerGroup) -> None:
                   f"stopped now; close them, or use `with`", ResourceWarning, stacklevel=2)
     try:
         group.stop(STOP_GRACE_PERIOD_SECS)
+        _close_all(on_stop)
     except Exception:  # noqa: BLE001 - nobody is left to raise it to
         _log.debug("Ignored an error while stopping abandoned batches '%s'", group.name,
                    exc_info=True)
@@ -810,18 +863,24 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
               batch_size: Any, capacity: Any, min_after_dequeue: Any = None,
               keep_input: Any = True, seed: Optional[int] = None, enqueue_many: bool = False,
               shapes: Any = None, dynamic_pad: bool = False,
-              allow_smaller_final_batch: bool = False) -> Batches:
-    """What every batching function does: check, build the queue and runner, wrap."""
+              allow_smaller_final_batch: bool = False, ordered: bool = False,
+              structure: Optional[_Structure] = None,
+              make_op: Optional[Callable[..., Callable[[], None]]] = None) -> Batches:
+    """What every batching function does: check, build the queue and runner, wrap.
+
+    ``ordered``: the ops enqueue in a fixed order whatever the threads (read_batch_features'
+    plan); ``structure`` and ``make_op(producer, queue, structure)`` replace the plain ones.
+    """
     batch_size = _positive_int(batch_size, "batch_size")
     capacity = _positive_int(capacity, "capacity")
     shuffle = min_after_dequeue is not None
     if shuffle:
         min_after_dequeue = _check_min_after_dequeue(min_after_dequeue, capacity)
-    # With a seed and one thread, each batch is drawn from the first elements in arrival
-    # order, so that thread timing cannot change the pool it is drawn from: the pipeline then
-    # repeats exactly.
+    # With a seed and elements arriving in a fixed order (one thread, or ordered ops), each
+    # batch is drawn from the first elements in arrival order, so that thread timing cannot
+    # change the pool it is drawn from: the pipeline then repeats exactly.
     shuffle_queue = _ArrivalPoolShuffleQueue \
-        if seed is not None and len(producers) * threads_per_producer == 1 \
+        if seed is not None and (ordered or len(producers) * threads_per_producer == 1) \
         else RandomShuffleQueue
     keep_input = _check_keep_input(keep_input, enqueue_many)
     shapes = _check_shapes(shapes)
@@ -838,8 +897,9 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
             "padding_fifo_queue" if dynamic_pad else "fifo_queue")
     queue_name = f"{scope}/{kind}"
     queue = _DeferredQueue(make, shapes, dynamic_pad, capacity, queue_name)
-    structure = _Structure()
-    ops = [_EnqueueOp(producer, queue, structure, enqueue_many, keep_input)
+    structure = structure if structure is not None else _Structure()
+    ops = [make_op(producer, queue, structure) if make_op is not None else
+           _EnqueueOp(producer, queue, structure, enqueue_many, keep_input)
            for producer in producers for _ in range(threads_per_producer)]
     runner = QueueRunner(queue, ops)
     pipeline = get_default_pipeline()
@@ -1124,155 +1184,6 @@ def maybe_shuffle_batch_join(tensors_list: Sequence[Callable[[], Any]], batch_si
                      capacity=capacity, min_after_dequeue=min_after_dequeue,
                      keep_input=keep_input, seed=seed, enqueue_many=enqueue_many,
                      shapes=shapes, allow_smaller_final_batch=allow_smaller_final_batch)
-
-
-# -- one-line pipelines ---------------------------------------------------------------------
-
-
-class _ReadParse:
-    """The producer of :func:`read_batch_features`: a chunk of records, parsed as one batch.
-
-    ``parse`` takes the chunk's values and, when ``keyed``, their keys; unkeyed, a queuepipe
-    reader makes no keys at all.
-    """
-
-    def __init__(self, reader: Any, filenames: Any, read_batch_size: int,
-                 parse: Callable[..., Any], keyed: bool) -> None:
-        self._reader = reader
-        self._filenames = filenames
-        self._read_batch_size = read_batch_size
-        self._parse = parse
-        self._keyed = keyed
-
-    def __call__(self) -> Any:
-        if self._keyed:
-            keys, values = self._reader.read_up_to(self._filenames, self._read_batch_size)
-            return self._parse(values, keys)
-        if isinstance(self._reader, ReaderBase):
-            return self._parse(self._reader._read_values(self._filenames, self._read_batch_size))
-        return self._parse(self._reader.read_up_to(self._filenames, self._read_batch_size)[1])
-
-
-def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[str, Any],
-                        reader: Callable[[], Any] = TFRecordReader,
-                        randomize_input: bool = True, num_epochs: Optional[int] = None,
-                        queue_capacity: int = 10000, reader_num_threads: int = 1,
-                        num_enqueue_threads: int = 2,
-                        parse_fn: Optional[Callable[[np.ndarray], Any]] = None,
-                        seed: Optional[int] = None,
-                        allow_smaller_final_batch: Optional[bool] = None,
-                        read_batch_size: Optional[int] = None,
-                        name: Optional[str] = None) -> Batches:
-    """Batches of parsed features from record files, in one call (``tf.contrib.learn``'s).
-
-    The whole pipeline, built from the bulk paths so that no Python runs per record:
-    ``string_input_producer`` over the matching files (reshuffled each epoch when
-    ``randomize_input``), then ``num_enqueue_threads`` threads that each take a chunk of up to
-    ``read_batch_size`` records from one file with ``reader.read_up_to``, parse the chunk with
-    one ``parse_example`` call and ``enqueue_many`` the parsed rows on a RandomShuffleQueue
-    (a FIFOQueue without ``randomize_input``), whose fixed-shape columns are preallocated.
-    The consumer dequeues ``batch_size`` rows at a time.
-
-    Usage::
-
-        features = {"image": qp.io.FixedLenFeature([], qp.string),
-                    "label": qp.io.FixedLenFeature([], qp.int64)}
-        batches = qp.train.read_batch_features("data/train-*.tfrecord", 128, features,
-                                               num_epochs=5, seed=0)
-        for batch in batches:        # {"image": (128,) bytes, "label": (128,) int64}
-            ...
-
-    Args:
-      file_pattern: a glob pattern, a list of patterns or paths (globbed now: files that
-        appear later are not read).
-      batch_size: the number of records per batch.
-      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (each record
-        becomes one row of the feature's queue column) or
-        :class:`~queuepipe.parsing.VarLenFeature` (each record's values are kept as one
-        SparseValue, and a batch holds them as one batched SparseValue).
-      reader: a zero-argument callable making a reader (a reader class, or a
-        ``functools.partial`` of one with its options).
-      randomize_input: shuffle the file order each epoch and the records through a
-        RandomShuffleQueue; False keeps each file's record order (files in sorted order,
-        chunks interleaved across threads).
-      num_epochs: read every file this many times, then end; None reads forever.
-      queue_capacity: the queue's capacity; while it is open, a dequeue leaves half of it
-        behind to draw from (the shuffle buffer).
-      reader_num_threads: readers, each reading its own file (threads are spread over them).
-      num_enqueue_threads: threads that read, parse and enqueue.
-      parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
-        serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
-        record, e.g. with images already decoded by ``decode_raw``.
-      seed: seeds the file shuffle and the queue.
-      allow_smaller_final_batch: deliver the last, smaller batch; by default True when
-        ``num_epochs`` is set (nothing is lost) and False otherwise.
-      read_batch_size: records per ``read_up_to`` chunk; by default ``max(batch_size, 512)``.
-      name: the scope of the queues' names; by default ``read_batch_features``, made unique.
-
-    Returns:
-      A :class:`Batches` of dicts (the structure ``parse_fn`` returns, if given).
-
-    Raises:
-      NotFoundError: no file matches ``file_pattern``.
-      InvalidArgumentError: a size or count is not a positive integer, or a feature is a
-        FixedLenSequenceFeature and no ``parse_fn`` is given.
-      Exception: (from the batches, chained) a damaged file's ``DataLossError``, a record's
-        parse ``InvalidArgumentError`` naming its key ``b"<file>:<offset>"``.
-    """
-    batch_size = _positive_int(batch_size, "batch_size")
-    queue_capacity = _positive_int(queue_capacity, "queue_capacity")
-    reader_num_threads = _positive_int(reader_num_threads, "reader_num_threads")
-    num_enqueue_threads = _positive_int(num_enqueue_threads, "num_enqueue_threads")
-    read_batch_size = _positive_int(max(batch_size, 512) if read_batch_size is None
-                                    else read_batch_size, "read_batch_size")
-    if parse_fn is None:
-        for key, spec in features.items():
-            if not isinstance(spec, (FixedLenFeature, VarLenFeature)):
-                raise InvalidArgumentError(
-                    f"read_batch_features queues rows of a fixed shape or SparseValues: "
-                    f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
-                    f"VarLenFeature, or a parse_fn that returns such rows")
-
-        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
-            return parse_example(serialized, features, example_names=keys)
-    else:
-        parse = cast(Callable[..., Any], parse_fn)  # the values alone: the readers make no keys
-    files = match_filenames_once(file_pattern)()
-    if not len(files):
-        raise NotFoundError(f"read_batch_features: no file matches {file_pattern!r}")
-    if allow_smaller_final_batch is None:
-        allow_smaller_final_batch = num_epochs is not None
-    scope = _scope(name, "read_batch_features")
-    filenames = string_input_producer(files, num_epochs=num_epochs, shuffle=randomize_input,
-                                      seed=seed, name=f"{scope}/file_name_queue")
-    readers = [reader() for _ in range(reader_num_threads)]
-    producers = [_ReadParse(readers[i % reader_num_threads], filenames, read_batch_size, parse,
-                            keyed=parse_fn is None)
-                 for i in range(num_enqueue_threads)]
-    batches = _batching(producers, 1, scope=scope, batch_size=batch_size,
-                        capacity=queue_capacity,
-                        min_after_dequeue=queue_capacity // 2 if randomize_input else None,
-                        seed=seed, enqueue_many=True,
-                        allow_smaller_final_batch=allow_smaller_final_batch)
-    records = _indexed_total(files) if num_epochs is not None else None
-    if records is not None and num_epochs is not None:
-        total = records * num_epochs
-        batches._length = -(-total // batch_size) if allow_smaller_final_batch \
-            else total // batch_size
-    return batches
-
-
-def _indexed_total(files: Iterable[Any]) -> Optional[int]:
-    """The records of ``files`` by their ``.index`` files, or None unless every local file
-    has one that matches it."""
-    total = 0
-    for path in files:
-        path = os.fsdecode(path)
-        count = indexed_count(path)[0] if os.path.isfile(path) else None
-        if count is None:
-            return None
-        total += count
-    return total
 
 
 # -- running a pipeline ---------------------------------------------------------------------

@@ -8,9 +8,10 @@ from queuepipe._lazy import namespace
 if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names load lazily
     from queuepipe.batching import (
         batch, batch_join, Batches, maybe_batch, maybe_batch_join, maybe_shuffle_batch,
-        maybe_shuffle_batch_join, read_batch_features, running, shuffle_batch, shuffle_batch_join
+        maybe_shuffle_batch_join, running, shuffle_batch, shuffle_batch_join
     )
     from queuepipe.coordinator import Coordinator, LooperThread
+    from queuepipe.features import read_batch_features
     from queuepipe.producers import (
         input_producer, limit_epochs, match_filenames_once, range_input_producer,
         slice_input_producer, string_input_producer
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
     )
 
 _MODULES = ("queuepipe.coordinator", "queuepipe.runner", "queuepipe.producers",
-            "queuepipe.protos", "queuepipe.batching")
+            "queuepipe.protos", "queuepipe.batching", "queuepipe.features")
 _TABLE = {name: module for name, module in _LAZY.items() if module in _MODULES}
 
 __getattr__, __dir__ = namespace(__name__, _TABLE)

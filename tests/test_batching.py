@@ -15,8 +15,9 @@ import queuepipe as qp
 from helpers import wait_until
 from queuepipe.batching import (
     Batches, batch, batch_join, maybe_batch, maybe_batch_join, maybe_shuffle_batch,
-    maybe_shuffle_batch_join, read_batch_features, running, shuffle_batch, shuffle_batch_join,
+    maybe_shuffle_batch_join, running, shuffle_batch, shuffle_batch_join,
 )
+from queuepipe.features import read_batch_features
 from queuepipe.errors import (
     DeadlineExceededError, InvalidArgumentError, NotFoundError, OutOfRangeError,
 )
@@ -161,7 +162,10 @@ def test_read_batch_features_with_a_parse_fn_that_decodes(shards):
     pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
     batches = read_batch_features(pattern, 32, FEATURES, num_epochs=1, parse_fn=parse, seed=0)
     got = list(batches)
-    assert batches.queue.shapes == [(), (4,)]  # fixed shapes: the preallocated fast path
+    # fixed shapes: the preallocated fast path (the last column: each row's ordinal, which
+    # the batches take off again and the state counts)
+    assert batches.queue.shapes == [(), (4,), ()]
+    assert batches.queue.names == ["id", "pixels", "__queuepipe_ordinal__"]
     ids = np.concatenate([b["id"] for b in got])
     pixels = np.concatenate([b["pixels"] for b in got])
     assert Counter(ids.tolist()) == Counter(range(60))

@@ -1,0 +1,354 @@
+"""``read_batch_features``: parsed batches from record files in one call, repeatable and
+resumable.
+
+The pipeline runs on a :class:`~queuepipe.plan.ReadPlan`, which numbers the input's chunks
+of records (tickets) and its records (ordinals) by the files and the seed alone::
+
+    ReadPlan ----> thread 1: take ticket 0, parse -+                      +--> Batches
+      (files,      thread 2: take ticket 1, parse -+--> enqueue_many --> queue -- dequeue_many
+       seed)       thread 3: take ticket 2, parse -+    (seeded: in ticket order)  (ordinals
+                                                                                 stripped)
+
+Each parsed row carries its ordinal through the queue in a hidden column. The consumer side
+strips it and tells the plan which records were delivered, so that a state lists exactly
+the records read and not delivered yet: the records in the queue (in the queue's order, with
+its generator's state) and those between reading and the queue.
+
+With a ``seed``, threads enqueue their chunks in ticket order (a thread whose chunk is
+parsed early waits for its turn) into a shuffle queue that draws each batch from the first
+elements in arrival order: the batches are then a function of the seed and the files,
+whatever the number of threads and their timing. Without one they enqueue as they finish.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, cast
+
+import numpy as np
+
+from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure
+from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
+from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
+from queuepipe.plan import ReadPlan, pack_ints, unpack_ints
+from queuepipe.producers import match_filenames_once
+from queuepipe.readers import TFRecordReader
+from queuepipe.shards import indexed_count
+from queuepipe.sparse import SparseValue
+
+__all__ = ["read_batch_features", "SHUFFLES"]
+
+SHUFFLES = ("buffer", "global")
+
+# The hidden column of a parsed dict that carries each row's ordinal through the queue.
+ORDINAL = "__queuepipe_ordinal__"
+
+# Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
+_TURN_SLICE_SECS = 0.1
+
+
+class _Tagged(_Structure):
+    """The elements' structure with each row's ordinal added (a dict key, or a last
+    component), taken off again as batches come out and reported as delivered."""
+
+    def __init__(self, delivered: Callable[[np.ndarray], None]) -> None:
+        super().__init__()
+        self._delivered = delivered
+        self._user: Optional[type] = None  # dict, tuple, list, or object for a bare value
+
+    def tag(self, element: Any, ordinals: np.ndarray) -> Any:
+        if self._user is None:
+            self._user = dict if isinstance(element, Mapping) else \
+                type(element) if isinstance(element, (tuple, list)) \
+                and not isinstance(element, SparseValue) else object
+        if self._user is dict:
+            return {**element, ORDINAL: ordinals}
+        if self._user is object:
+            return (element, ordinals)
+        return (*element, ordinals)
+
+    def restore(self, batch: Any) -> Any:
+        if self._user is dict:
+            batch = dict(batch)
+            ordinals = batch.pop(ORDINAL)
+        else:
+            *batch, ordinals = batch
+            batch = batch[0] if self._user is object else cast(type, self._user)(batch)
+        self._delivered(ordinals)
+        return batch
+
+
+class _Turns:
+    """Ticket order for the enqueues of a seeded pipeline: ``wait(t)`` returns once the
+    ticket before ``t`` is done."""
+
+    def __init__(self, first: int, queue: Any) -> None:
+        self._next = first
+        self._queue = queue
+        self._changed = threading.Condition()
+
+    def wait(self, ticket: int, exact: bool = True) -> None:
+        """Waits for the turn of ``ticket`` (not ``exact``: of ``ticket`` or a later one).
+
+        Raises:
+          CancelledError: the queue closed first (the pipeline stops).
+        """
+        with self._changed:
+            while self._next != ticket if exact else self._next < ticket:
+                if self._queue.is_closed():
+                    raise CancelledError(f"Queue '{self._queue.name}' is closed.")
+                self._changed.wait(_TURN_SLICE_SECS)
+
+    def done(self, ticket: int) -> None:
+        with self._changed:
+            self._next = ticket + 1
+            self._changed.notify_all()
+
+
+class _Planned:
+    """The state keeper and producer side of one read_batch_features pipeline."""
+
+    def __init__(self, plan: ReadPlan, parse: Callable[..., Any], keyed: bool,
+                 ordered: bool) -> None:
+        self.plan = plan
+        self._parse = parse
+        self._keyed = keyed
+        self._ordered = ordered
+        self.structure = _Tagged(plan.delivered)
+        self._queue: Any = None
+        self._turns: Optional[_Turns] = None
+        self._first_ticket = 0
+        self._resume: Optional[Tuple[List[Tuple[int, List[int], np.ndarray]], Any]] = None
+        self._lock = threading.Lock()
+
+    def make_op(self, producer: Any, queue: Any, structure: Any) -> Callable[[], None]:
+        del producer, structure
+        self._queue = queue
+        return self._op
+
+    def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
+                ordinals: np.ndarray) -> Any:
+        element = self._parse(values, keys) if self._keyed else self._parse(values)
+        return self.structure.tag(element, ordinals)
+
+    def _op(self) -> None:
+        """One step of an enqueue thread: the saved records first (once), then a chunk."""
+        with self._lock:
+            if self._turns is None:
+                self._turns = _Turns(self._first_ticket - (self._resume is not None),
+                                     self._queue)
+            resume, self._resume = self._resume, None
+        if resume is not None:
+            self._run_turn(self._first_ticket - 1, lambda: self._put_back(*resume))
+            return
+        chunk = self.plan.take()
+        element = self._parsed(chunk.values, chunk.keys,
+                               np.arange(chunk.base, chunk.base + len(chunk.values)))
+        self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(element))
+
+    def _run_turn(self, ticket: int, enqueue: Callable[[], None]) -> None:
+        turns = self._turns
+        assert turns is not None
+        if not self._ordered and ticket >= self._first_ticket:
+            turns.wait(self._first_ticket, exact=False)  # after the saved records, if any
+            enqueue()
+            return
+        turns.wait(ticket)
+        enqueue()
+        turns.done(ticket)
+
+    # -- the state --------------------------------------------------------------------------
+
+    def state_dict(self) -> Dict[str, Any]:
+        queue = self._queue._queue if self._queue is not None else None
+        held: Any = None
+        if queue is not None:  # first the queue, then the plan: see the module docstring
+            names = queue.names
+            column = names.index(ORDINAL) if names else len(queue.dtypes) - 1
+            ordinals, order = queue._snapshot(column)
+            held = {"ordinals": pack_ints(ordinals), "order": order}
+        return {"plan": self.plan.state(), "queue": held}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if not isinstance(state, dict) or "plan" not in state:
+            raise InvalidArgumentError(f"not a state of read_batch_features: "
+                                       f"{str(state)[:80]!r}")
+        opened = self.plan.load(state["plan"])
+        with self._lock:
+            self._first_ticket = int(state["plan"]["ticket"])
+            self._resume = (opened, state["queue"]) if opened else None
+
+    def _put_back(self, opened: List[Tuple[int, List[int], np.ndarray]], held: Any) -> None:
+        """Reads the saved records again: those that were in the queue go back in the
+        queue's order with its order state, the rest after them, in ordinal order."""
+        values, keys, ordinals = [], [], []
+        for base, where, left in opened:
+            chunk_values, chunk_keys = self.plan.reread(where)
+            values.append(chunk_values[left])
+            if chunk_keys is not None:
+                keys.append(chunk_keys[left])
+            ordinals.append(base + np.flatnonzero(left))
+        all_values, all_ordinals = np.concatenate(values), np.concatenate(ordinals)
+        all_keys = np.concatenate(keys) if keys else None
+        queued = unpack_ints(held["ordinals"]) if held else np.empty(0, np.int64)
+        at = np.searchsorted(all_ordinals, queued)
+        if len(queued) and (at.max() >= len(all_ordinals)
+                            or not np.array_equal(all_ordinals[at], queued)):
+            raise InvalidArgumentError("the state's queue holds records its open chunks do "
+                                       "not list: the state is damaged")
+        rest = np.setdiff1d(np.arange(len(all_ordinals)), at, assume_unique=True)
+        for places, load in ((at, True), (rest, False)):
+            if not len(places):
+                continue
+            element = self._parsed(all_values[places],
+                                   None if all_keys is None else all_keys[places],
+                                   all_ordinals[places])
+            if load:
+                self._queue._real(element, batched=True)._load(element, held["order"])
+            else:
+                self._queue.enqueue_many(element)
+
+
+def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[str, Any],
+                        reader: Callable[[], Any] = TFRecordReader,
+                        randomize_input: bool = True, num_epochs: Optional[int] = None,
+                        queue_capacity: int = 10000, reader_num_threads: int = 1,
+                        num_enqueue_threads: int = 2,
+                        parse_fn: Optional[Callable[[np.ndarray], Any]] = None,
+                        seed: Optional[int] = None,
+                        allow_smaller_final_batch: Optional[bool] = None,
+                        read_batch_size: Optional[int] = None,
+                        name: Optional[str] = None, shuffle: str = "buffer",
+                        state: Optional[Dict[str, Any]] = None) -> Batches:
+    """Batches of parsed features from record files, in one call (``tf.contrib.learn``'s).
+
+    The whole pipeline, built from the bulk paths so that no Python runs per record: a
+    :class:`~queuepipe.plan.ReadPlan` cuts the files into chunks of up to ``read_batch_size``
+    records (each epoch in a new file order when ``randomize_input``);
+    ``num_enqueue_threads`` threads each take a chunk, parse it with one ``parse_example``
+    call and ``enqueue_many`` the parsed rows on a RandomShuffleQueue (a FIFOQueue without
+    ``randomize_input`` or with ``shuffle="global"``), whose fixed-shape columns are
+    preallocated. The consumer dequeues ``batch_size`` rows at a time.
+
+    Usage::
+
+        features = {"image": qp.io.FixedLenFeature([], qp.string),
+                    "label": qp.io.FixedLenFeature([], qp.int64)}
+        batches = qp.train.read_batch_features("data/train-*.tfrecord", 128, features,
+                                               num_epochs=5, seed=0)
+        for batch in batches:        # {"image": (128,) bytes, "label": (128,) int64}
+            ...
+        state = batches.state_dict()  # JSON-able: resume with state=state
+
+    Args:
+      file_pattern: a glob pattern, a list of patterns or paths (globbed now: files that
+        appear later are not read).
+      batch_size: the number of records per batch.
+      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (each record
+        becomes one row of the feature's queue column) or
+        :class:`~queuepipe.parsing.VarLenFeature` (each record's values are kept as one
+        SparseValue, and a batch holds them as one batched SparseValue).
+      reader: a zero-argument callable making a reader (a reader class, or a
+        ``functools.partial`` of one with its options).
+      randomize_input: shuffle the file order each epoch and the records through a
+        RandomShuffleQueue; False keeps each file's record order (files in sorted order).
+      num_epochs: read every file this many times, then end; None reads forever.
+      queue_capacity: the queue's capacity; while it is open, a dequeue leaves half of it
+        behind to draw from (the shuffle buffer).
+      reader_num_threads: kept for TF's signature: the plan reads one chunk at a time
+        (reading is the cheap part; ``num_enqueue_threads`` parse in parallel, and with
+        ``shuffle="global"`` read in parallel too).
+      num_enqueue_threads: threads that read, parse and enqueue.
+      parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
+        serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
+        record, e.g. with images already decoded by ``decode_raw``.
+      seed: makes the batches a function of the seed and the files alone, whatever the
+        threads (chunks are enqueued in plan order); seeds the file orders and the shuffle.
+      allow_smaller_final_batch: deliver the last, smaller batch; by default True when
+        ``num_epochs`` is set (nothing is lost) and False otherwise.
+      read_batch_size: records per chunk; by default ``max(batch_size, 512)``.
+      name: the scope of the queues' names; by default ``read_batch_features``, made unique.
+      shuffle: ``"buffer"`` (with ``randomize_input``: the shuffle queue's buffer of
+        ``queue_capacity // 2`` records) or ``"global"``: each epoch visits every record of
+        every file in one seeded random permutation, read by offset; it needs a ``.index``
+        beside every file (``write_shards`` and ``queuepipe index`` write them) and an
+        uncompressed TFRecordReader, and makes no buffer.
+      state: a :meth:`Batches.state_dict` of this pipeline (same files and arguments):
+        resume where it was taken.
+
+    Returns:
+      A :class:`Batches` of dicts (the structure ``parse_fn`` returns, if given), with
+      :meth:`~queuepipe.batching.Batches.state_dict`.
+
+    Raises:
+      NotFoundError: no file matches ``file_pattern``.
+      InvalidArgumentError: a size or count is not a positive integer, a feature is a
+        FixedLenSequenceFeature and no ``parse_fn`` is given, ``shuffle`` is unknown or
+        ``"global"`` lacks its indexes, or ``state`` is not this pipeline's.
+      Exception: (from the batches, chained) a damaged file's ``DataLossError``, a record's
+        parse ``InvalidArgumentError`` naming its key ``b"<file>:<offset>"``.
+    """
+    batch_size = _positive_int(batch_size, "batch_size")
+    queue_capacity = _positive_int(queue_capacity, "queue_capacity")
+    _positive_int(reader_num_threads, "reader_num_threads")
+    num_enqueue_threads = _positive_int(num_enqueue_threads, "num_enqueue_threads")
+    read_batch_size = _positive_int(max(batch_size, 512) if read_batch_size is None
+                                    else read_batch_size, "read_batch_size")
+    if shuffle not in SHUFFLES:
+        raise InvalidArgumentError(f"shuffle must be one of {SHUFFLES}, got {shuffle!r}")
+    if parse_fn is None:
+        for key, spec in features.items():
+            if not isinstance(spec, (FixedLenFeature, VarLenFeature)):
+                raise InvalidArgumentError(
+                    f"read_batch_features queues rows of a fixed shape or SparseValues: "
+                    f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
+                    f"VarLenFeature, or a parse_fn that returns such rows")
+
+        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
+            return parse_example(serialized, features, example_names=keys)
+    else:
+        parse = cast(Callable[..., Any], parse_fn)  # the values alone: no keys are made
+    files = [os.fsdecode(f) for f in match_filenames_once(file_pattern)()]
+    if not files:
+        raise NotFoundError(f"read_batch_features: no file matches {file_pattern!r}")
+    if allow_smaller_final_batch is None:
+        allow_smaller_final_batch = num_epochs is not None
+    order = "global" if shuffle == "global" else "files" if randomize_input else "sorted"
+    # Unseeded, the plan still has a seed (fresh entropy), which a state keeps: a resumed
+    # pipeline then finds the epochs' file orders of the one it resumes.
+    plan_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(
+        1, np.uint64)[0] >> np.uint64(1))
+    plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
+                    keyed=parse_fn is None)
+    planned = _Planned(plan, parse, keyed=parse_fn is None, ordered=seed is not None)
+    buffered = randomize_input and shuffle == "buffer"
+    batches = _batching([plan.take] * num_enqueue_threads, 1, scope=_scope(name,
+                        "read_batch_features"), batch_size=batch_size, capacity=queue_capacity,
+                        min_after_dequeue=queue_capacity // 2 if buffered else None,
+                        seed=seed, enqueue_many=True,
+                        allow_smaller_final_batch=allow_smaller_final_batch,
+                        ordered=seed is not None, structure=planned.structure,
+                        make_op=planned.make_op)
+    batches._saver = planned
+    batches._on_stop.append(plan.close)
+    if state is not None:
+        batches.load_state_dict(state)
+    records = _indexed_total(files) if num_epochs is not None else None
+    if records is not None and num_epochs is not None:
+        total = records * num_epochs
+        batches._length = -(-total // batch_size) if allow_smaller_final_batch \
+            else total // batch_size
+    return batches
+
+
+def _indexed_total(files: List[str]) -> Optional[int]:
+    """The records of ``files`` by their ``.index`` files, or None unless every local file
+    has one that matches it."""
+    total = 0
+    for path in files:
+        count = indexed_count(path)[0] if os.path.isfile(path) else None
+        if count is None:
+            return None
+        total += count
+    return total

@@ -1,0 +1,494 @@
+"""The plan of ``read_batch_features``: its input as numbered chunks, to repeat and to resume.
+
+A plan cuts the input into *chunks* of up to ``chunk_size`` records, numbered 0, 1, 2...
+(their *tickets*), and numbers every record by its place in the whole sequence (its
+*ordinal*). What each chunk holds is fixed by the files and the seed alone, never by which
+thread read it or when::
+
+    epoch 0, files in the epoch's order            epoch 1, another order
+    | b.tfrecord            | a.tfrecord     | ... | a.tfrecord ...
+    | ticket 0 | ticket 1 | t2 | ticket 3 | t4 | ... | ...
+      ordinals 0-511, 512-1023, ...
+
+Two orders:
+
+* ``"files"`` (and ``"sorted"``): an epoch reads its files one after another (a seeded
+  permutation per epoch, or sorted), each in record order, a chunk at a time. Reading is
+  serial, under the plan's lock (it is the cheap part); threads parse chunks in parallel.
+* ``"global"``: every file has its ``.index``; an epoch is one seeded permutation of all the
+  records of all the files (:class:`~queuepipe.permutation.Permutation`, nothing stored per
+  record), and a chunk is its next ``chunk_size`` positions, read by offset outside the lock,
+  so threads read in parallel too.
+
+A chunk can be read again from its *where*, a few integers (``[file, position, skip,
+count]``, or ``[epoch, start, count]`` for ``"global"``): a state stores those, never the
+data. The plan also knows which records of each chunk were delivered (:meth:`delivered`), so
+its :meth:`state` lists exactly the records read and not yet delivered.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import collections
+import os
+import threading
+import zlib
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from queuepipe.errors import InvalidArgumentError, NotFoundError, OutOfRangeError
+from queuepipe.permutation import Permutation
+from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
+from queuepipe.records import unframe
+from queuepipe.remote import is_remote
+from queuepipe.shards import index_mismatch, read_index
+
+__all__ = ["Chunk", "ReadPlan", "ORDERS", "pack_ints", "unpack_ints"]
+
+ORDERS = ("sorted", "files", "global")
+STATE_FORMAT = "queuepipe.read_batch_features/1"
+
+
+class Chunk(NamedTuple):
+    """A chunk of records: its ticket, the ordinal of its first record, the serialized
+    records (an object array), their keys (or None), and where to read it again."""
+
+    ticket: int
+    base: int
+    values: np.ndarray
+    keys: Optional[np.ndarray]
+    where: List[int]
+
+
+def pack_ints(values: np.ndarray) -> str:
+    """Non-negative integers as compact text for a JSON state (int64, zlib, base64)."""
+    return base64.b64encode(zlib.compress(np.asarray(values, "<i8").tobytes(), 9)).decode()
+
+
+def unpack_ints(text: str) -> np.ndarray:
+    """The integers :func:`pack_ints` wrote."""
+    return np.frombuffer(zlib.decompress(base64.b64decode(text)), "<i8").astype(np.int64)
+
+
+class ReadPlan:
+    """The numbered chunks of ``files`` (see the module docstring).
+
+    Args:
+      files: the paths, in their sorted order (the ``"sorted"`` order; ``file`` in a *where*
+        is an index into it).
+      make_reader: makes a reader (a :class:`~queuepipe.readers.ReaderBase`); the plan owns
+        the one it reads with, and makes another to read chunks again.
+      chunk_size: the most records per chunk.
+      num_epochs: epochs to read, or None for no end.
+      order: one of :data:`ORDERS`.
+      seed: the seed of the epochs' orders.
+      keyed: give each chunk its records' keys ``b"<file>:<position>"``.
+
+    Raises:
+      InvalidArgumentError: ``"global"`` with a file that has no ``.index`` matching it, or a
+        reader that is not an uncompressed ``TFRecordReader``.
+    """
+
+    def __init__(self, files: Sequence[str], make_reader: Callable[[], Any], chunk_size: int,
+                 num_epochs: Optional[int], order: str, seed: int, keyed: bool) -> None:
+        if order not in ORDERS:
+            raise InvalidArgumentError(f"the order must be one of {ORDERS}, got {order!r}")
+        self._files = [os.fsdecode(f) for f in files]
+        self._make_reader = make_reader
+        self._reader = reader_of(make_reader())
+        self._chunk_size = chunk_size
+        self._num_epochs = num_epochs
+        self._order = order
+        self._seed = int(seed)
+        self._keyed = keyed
+        self._lock = threading.Lock()
+        self._ticket = 0  # the next chunk's ticket
+        self._ordinal = 0  # the next record's ordinal
+        self._epoch = 0
+        self._epoch_began = 0  # the ordinal the epoch began at (-1: unknown, after a load)
+        # "sorted"/"files": the next chunk starts in the file at _slot of the epoch's order,
+        # at the record at _position, after passing over _skip records.
+        self._slot = 0
+        self._position = 0
+        self._skip = 0
+        self._opened = False
+        self._carry: Optional[Tuple[List[int], List[bytes], bool]] = None
+        # "global": the next chunk starts at this place of the epoch's permutation.
+        self._start = 0
+        self._permutation: Optional[Tuple[int, Permutation]] = None
+        self._fds: Dict[int, Any] = {}
+        self._fd_lock = threading.Lock()
+        # The open tickets (read, not all delivered), oldest first, as (base, where); and
+        # for every ordinal from _low on, whether its record is not delivered yet. Their own
+        # lock: the consumer marks deliveries while a thread reads under _lock.
+        self._marks_lock = threading.Lock()
+        self._tickets: Deque[Tuple[int, List[int]]] = collections.deque()
+        self._low = 0
+        self._left = np.zeros(0, dtype=bool)
+        if order == "global":
+            self._offsets, self._lengths, self._first = self._load_indexes()
+
+    # -- the order ------------------------------------------------------------------------------
+
+    def _epoch_files(self, epoch: int) -> np.ndarray:
+        if self._order == "sorted":
+            return np.arange(len(self._files))
+        return np.random.default_rng([self._seed, epoch]).permutation(len(self._files))
+
+    def _load_indexes(self) -> Tuple[List[np.ndarray], List[np.ndarray], np.ndarray]:
+        reader = self._reader
+        if not isinstance(reader, TFRecordReader) or reader._compression:
+            raise InvalidArgumentError(
+                f"shuffle='global' reads records by their offsets: it needs an uncompressed "
+                f"TFRecordReader, got {reader!r}")
+        offsets, lengths, counts = [], [], []
+        for path in self._files:
+            index = path + ".index"
+            if is_remote(path) or not os.path.exists(index):
+                raise InvalidArgumentError(
+                    f"shuffle='global' needs a .index beside every file: '{index}' is missing "
+                    f"(write it with `queuepipe index {path}`, or write the shards with "
+                    f"write_shards)")
+            entries = read_index(index)
+            mismatch = index_mismatch(entries, os.path.getsize(path))
+            if mismatch is not None:
+                raise InvalidArgumentError(f"'{index}' does not match its file ({mismatch}): "
+                                           f"write it again with `queuepipe index {path}`")
+            offsets.append(entries[:, 0].copy())
+            lengths.append(entries[:, 1].copy())
+            counts.append(len(entries))
+        first = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        return offsets, lengths, first
+
+    # -- taking chunks --------------------------------------------------------------------------
+
+    def take(self) -> Chunk:
+        """The next chunk; reads it (``"files"``: under the lock, ``"global"``: after it).
+
+        Raises:
+          OutOfRangeError: every epoch is read (or no file holds a record).
+          The reader's errors (``DataLossError`` naming the file and offset...). With
+          ``"files"`` the plan stays where it was, so the next call raises them again.
+        """
+        with self._lock:
+            if self._order != "global":
+                return self._take_from_files()
+            ticket, base, where = self._take_global()
+        values, keys = self._read_global(where)
+        return Chunk(ticket, base, values, keys, where)
+
+    def _ended(self) -> bool:
+        return self._num_epochs is not None and self._epoch >= self._num_epochs
+
+    def _register(self, where: List[int], count: int) -> Tuple[int, int]:
+        ticket, base = self._ticket, self._ordinal
+        self._ticket += 1
+        self._ordinal += count
+        with self._marks_lock:
+            self._tickets.append((base, where))
+            self._left = np.concatenate([self._left, np.ones(count, dtype=bool)])
+        return ticket, base
+
+    def _take_from_files(self) -> Chunk:
+        while True:
+            if self._ended():
+                raise OutOfRangeError("the plan's epochs are all read")
+            order = self._epoch_files(self._epoch)
+            if self._slot == len(order):
+                if self._epoch_began == self._ordinal:  # else an endless input loops here
+                    raise OutOfRangeError(f"none of the {len(order)} files holds a record")
+                self._epoch, self._slot, self._position, self._skip = self._epoch + 1, 0, 0, 0
+                self._epoch_began = self._ordinal
+                continue
+            file = int(order[self._slot])
+            if not self._opened:
+                self._open(file)
+            positions, values, finished = self._read_records()
+            chunk = None
+            if values:
+                where = [file, int(positions[0]), 0, len(values)]
+                ticket, base = self._register(where, len(values))
+                keys = _object_array(self._reader._keys(positions)) if self._keyed else None
+                chunk = Chunk(ticket, base, _object_array(values), keys, where)
+                self._position, self._skip = int(positions[0]), len(values)
+            if finished:
+                self._reader._stop()
+                self._opened = False
+                self._slot, self._position, self._skip = self._slot + 1, 0, 0
+            if chunk is not None:
+                return chunk
+
+    def _open(self, file: int) -> None:
+        """Opens ``file`` at the cursor: its record at ``_position``, then ``_skip`` on."""
+        self._carry = _open_at(self._reader, self._files[file], self._position, self._skip,
+                               self._chunk_size)
+        self._opened = True
+
+    def _read_records(self) -> Tuple[List[int], List[bytes], bool]:
+        if self._carry is not None:
+            carried, self._carry = self._carry, None
+            return carried
+        positions, values, finished = self._reader._read_records(self._chunk_size)
+        return list(positions), list(values), finished
+
+    def _take_global(self) -> Tuple[int, int, List[int]]:
+        total = int(self._first[-1])
+        if self._ended() or total == 0:
+            raise OutOfRangeError("the plan's epochs are all read")
+        count = min(self._chunk_size, total - self._start)
+        where = [self._epoch, self._start, count]
+        ticket, base = self._register(where, count)
+        self._start += count
+        if self._start == total:
+            self._epoch, self._start = self._epoch + 1, 0
+        return ticket, base, where
+
+    def _permuted(self, epoch: int) -> Permutation:
+        cached = self._permutation
+        if cached is None or cached[0] != epoch:
+            cached = (epoch, Permutation(int(self._first[-1]), [self._seed, epoch]))
+            self._permutation = cached
+        return cached[1]
+
+    def _read_global(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+        """The records at places ``[start, start + count)`` of epoch ``epoch``'s permutation,
+        read by offset, file by file in offset order (kind to the page cache)."""
+        epoch, start, count = where
+        records = self._permuted(epoch)(np.arange(start, start + count))
+        files = np.searchsorted(self._first, records, side="right") - 1
+        within = records - self._first[files]
+        values = np.empty(count, dtype=object)
+        keys = np.empty(count, dtype=object) if self._keyed else None
+        for file in np.unique(files):
+            places = np.flatnonzero(files == file)
+            places = places[np.argsort(within[places], kind="stable")]
+            offsets = self._offsets[file][within[places]]
+            lengths = self._lengths[file][within[places]]
+            path = self._files[file]
+            for place, offset, length in zip(places.tolist(), offsets.tolist(),
+                                             lengths.tolist()):
+                values[place] = unframe(self._pread(int(file), offset, length), path, offset)
+            if keys is not None:
+                keys[places] = _format_keys(os.fsencode(path), offsets.tolist())
+        return values, keys
+
+    def _pread(self, file: int, offset: int, length: int) -> bytes:
+        fd = self._fds.get(file)
+        if fd is None:
+            with self._fd_lock:
+                fd = self._fds.get(file)
+                if fd is None:
+                    try:
+                        fd = self._fds[file] = os.open(self._files[file], os.O_RDONLY)
+                    except FileNotFoundError as e:
+                        raise NotFoundError(f"file not found: '{self._files[file]}'") from e
+        return os.pread(fd, length, offset)
+
+    # -- reading a chunk again ------------------------------------------------------------------
+
+    def reread(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+        """The records (and keys) of the chunk at ``where``, read again (by a reader of its
+        own, so that it can run beside :meth:`take`)."""
+        if self._order == "global":
+            return self._read_global(where)
+        file, position, skip, count = where
+        reader = reader_of(self._make_reader())
+        positions: List[int] = []
+        values: List[bytes] = []
+        keys: List[bytes] = []
+        carry = _open_at(reader, self._files[file], position, skip, count)
+        try:
+            finished = False
+            while len(values) < count and not finished:
+                more_positions, more_values, finished = carry if carry is not None else \
+                    reader._read_records(count - len(values))
+                carry = None
+                take = count - len(values)
+                more_positions = list(more_positions)[:take]
+                if self._keyed:
+                    keys += reader._keys(more_positions)
+                positions += more_positions
+                values += list(more_values)[:take]
+        finally:
+            reader._stop()
+        if len(values) != count:
+            raise InvalidArgumentError(
+                f"resuming: file '{self._files[file]}' holds {len(values)} records from "
+                f"position {position} on where the state counted {count}: the file changed "
+                f"since the state was saved")
+        return _object_array(values), _object_array(keys) if self._keyed else None
+
+    # -- delivery and state ---------------------------------------------------------------------
+
+    def delivered(self, ordinals: np.ndarray) -> None:
+        """Marks the records of ``ordinals`` delivered; the oldest tickets whose records all
+        are are forgotten."""
+        with self._marks_lock:
+            left = self._left
+            left[ordinals - self._low] = False
+            while self._tickets:
+                base, where = self._tickets[0]
+                start = base - self._low
+                if left[start:start + where[-1]].any():
+                    break
+                self._tickets.popleft()
+                left = left[start + where[-1]:]
+                self._low = base + where[-1]
+            self._left = left
+
+    def state(self) -> Dict[str, Any]:
+        """Where the plan is, and every open ticket with the records it has not delivered."""
+        with self._lock, self._marks_lock:
+            tickets = []
+            for base, where in self._tickets:
+                left = self._left[base - self._low:base - self._low + where[-1]]
+                if left.any():
+                    tickets.append([base, *where, _pack_bits(left)])
+            return {"format": STATE_FORMAT, "files": len(self._files),
+                    "first_file": self._files[0] if self._files else None,
+                    "order": self._order, "seed": self._seed, "epoch": self._epoch,
+                    "ticket": self._ticket, "ordinal": self._ordinal,
+                    "cursor": [self._slot, self._position, self._skip, self._start],
+                    "open": tickets}
+
+    def load(self, state: Dict[str, Any]) -> List[Tuple[int, List[int], np.ndarray]]:
+        """Takes up ``state`` (made by :meth:`state` over the same files and arguments).
+
+        Returns:
+          The open tickets: ``(base, where, left)`` each, whose records not delivered yet
+          come first when the pipeline resumes.
+
+        Raises:
+          InvalidArgumentError: the state is of another format, order or set of files.
+        """
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise InvalidArgumentError(f"not a state of read_batch_features "
+                                       f"({STATE_FORMAT}): {str(state)[:80]!r}")
+        first = self._files[0] if self._files else None
+        if state["files"] != len(self._files) or state["first_file"] != first \
+                or state["order"] != self._order:
+            raise InvalidArgumentError(
+                f"the state was saved for {state['files']} files from '{state['first_file']}' "
+                f"in order {state['order']!r}; this pipeline has {len(self._files)} from "
+                f"'{first}' in order {self._order!r}: build it with the same files, "
+                f"randomize_input and shuffle")
+        opened = [(int(entry[0]), [int(v) for v in entry[1:-1]], entry[-1])
+                  for entry in state["open"]]
+        opened = [(base, where, _unpack_bits(left, where[-1])) for base, where, left in opened]
+        with self._lock, self._marks_lock:
+            self._seed, self._epoch = int(state["seed"]), int(state["epoch"])
+            self._ticket, self._ordinal = int(state["ticket"]), int(state["ordinal"])
+            self._slot, self._position, self._skip, self._start = map(int, state["cursor"])
+            self._epoch_began = -1
+            self._low = opened[0][0] if opened else self._ordinal
+            self._left = np.zeros(self._ordinal - self._low, dtype=bool)
+            self._tickets.clear()
+            for base, where, left in opened:
+                self._tickets.append((base, where))
+                self._left[base - self._low:base - self._low + where[-1]] = left
+        return opened
+
+    def close(self) -> None:
+        """Closes the files the plan has open. Idempotent."""
+        with self._lock:
+            if self._opened:
+                self._reader._stop()
+                self._opened = False
+        with self._fd_lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+
+
+class _OneFile:
+    """A filename queue of one file, for a reader of another library."""
+
+    def __init__(self, filename: str) -> None:
+        self._filename: Optional[str] = filename
+
+    def dequeue(self) -> str:
+        filename, self._filename = self._filename, None
+        if filename is None:
+            raise OutOfRangeError("the file is read")
+        return filename
+
+
+class _ForeignReader(ReaderBase):
+    """Any reader with TF's ``read_up_to(queue, n)`` (of another library, say), driven file
+    by file; a record's position is its number in its file."""
+
+    def __init__(self, reader: Any) -> None:
+        super().__init__(f"{type(reader).__name__}")
+        self._foreign = reader
+        self._queue: Optional[_OneFile] = None
+        self._taken = 0  # records of the current file read so far
+        self._last_keys: Dict[int, bytes] = {}
+
+    def _start(self, filename) -> None:
+        self._queue, self._taken = _OneFile(filename), 0
+
+    def _read_records(self, n: int) -> Tuple[List[int], List[bytes], bool]:
+        try:
+            keys, values = self._foreign.read_up_to(self._queue, n)
+        except OutOfRangeError:
+            return [], [], True
+        positions = list(range(self._taken, self._taken + len(values)))
+        self._taken += len(values)
+        self._last_keys = dict(zip(positions, keys))
+        return positions, list(values), False
+
+    def _keys(self, positions: List[int]) -> List[bytes]:
+        return [self._last_keys[p] for p in positions]
+
+    def _stop(self) -> None:
+        self._queue = None
+
+
+def reader_of(reader: Any) -> ReaderBase:
+    """``reader`` as the plan reads with it: a queuepipe reader as it is, any other one with
+    ``read_up_to`` wrapped."""
+    return reader if isinstance(reader, ReaderBase) else _ForeignReader(reader)
+
+
+def _open_at(reader: ReaderBase, path: str, position: int, skip: int,
+             chunk_size: int) -> Optional[Tuple[List[int], List[bytes], bool]]:
+    """Opens ``path`` with ``reader`` at its record at ``position``, passing over ``skip``
+    records from there; returns the records read beyond them (None if none were read)."""
+    drop_before = None if reader._start_at(path, position) else position
+    if drop_before is None and not skip:
+        return None
+    try:
+        return _pass_over(reader, drop_before, skip, chunk_size)
+    except BaseException:
+        reader._stop()
+        raise
+
+
+def _pass_over(reader: ReaderBase, drop_before: Optional[int], skip: int,
+               chunk_size: int) -> Tuple[List[int], List[bytes], bool]:
+    """Reads on past the records before ``drop_before`` (if not None), then ``skip`` more."""
+    while True:
+        positions, values, finished = reader._read_records(max(chunk_size, skip))
+        positions, values = list(positions), list(values)
+        k = 0
+        if drop_before is not None:
+            k = bisect.bisect_left(positions, drop_before)
+            if k < len(positions):
+                drop_before = None
+        if drop_before is None:
+            passed = min(skip, len(values) - k)
+            k += passed
+            skip -= passed
+        if (drop_before is None and not skip and k < len(values)) or finished:
+            return positions[k:], values[k:], finished
+
+
+def _pack_bits(mask: np.ndarray) -> str:
+    return base64.b64encode(np.packbits(mask).tobytes()).decode()
+
+
+def _unpack_bits(text: str, count: int) -> np.ndarray:
+    bits = np.frombuffer(base64.b64decode(text), dtype=np.uint8)
+    return np.unpackbits(bits)[:count].astype(bool)

@@ -1,0 +1,349 @@
+"""read_batch_features' state: resuming where a run stopped, the same batches for the same
+seed whatever the threads, and the global shuffle.
+
+Every pipeline here reads 4 shards of ``RECORDS`` records (ids 0..RECORDS-1, a label, a token
+list of 0 to 6 ids) for two epochs; a run is the list of its batches' ids.
+"""
+
+import functools
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import queuepipe as qp
+from helpers import wait_until
+from queuepipe.errors import InvalidArgumentError
+from queuepipe.features import read_batch_features
+from queuepipe.permutation import Permutation
+from queuepipe.shards import write_shards
+
+RECORDS = 600
+EPOCHS = 2
+FEATURES = {"id": qp.io.FixedLenFeature([], qp.int64),
+            "label": qp.io.FixedLenFeature([], qp.int64),
+            "tokens": qp.io.VarLenFeature(qp.int64)}
+EVERY_RECORD = Counter(list(range(RECORDS)) * EPOCHS)
+
+
+def tokens_of(i):
+    return np.arange(i, i + i % 7, dtype=np.int64)
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("resume")
+    records = [{"id": i, "label": i * 10 // RECORDS, "tokens": tokens_of(i)}
+               for i in range(RECORDS)]  # labels in sorted order: 0 for the first tenth...
+    return write_shards(records, str(directory / "part"), num_shards=4, progress=False)
+
+
+def pipeline(shards, threads=2, seed=0, state=None, **kwargs):
+    options = dict(num_epochs=EPOCHS, seed=seed, num_enqueue_threads=threads,
+                   queue_capacity=120, read_batch_size=25, state=state)
+    options.update(kwargs)
+    return read_batch_features(shards, 16, FEATURES, **options)
+
+
+def run(shards, stop_after=None, **kwargs):
+    """The ids of each batch, and (with ``stop_after``) the state after that many batches,
+    through JSON as a user would store it."""
+    ids = []
+    with qp.Pipeline().as_default(), pipeline(shards, **kwargs) as batches:
+        for batch in batches:
+            check_tokens(batch)
+            ids.append(batch["id"].tolist())
+            if len(ids) == stop_after:
+                return ids, json.loads(json.dumps(batches.state_dict()))
+    return ids, None
+
+
+def check_tokens(batch):
+    """Each row's tokens are its own record's: rows and sparse values stayed together."""
+    tokens = batch["tokens"]
+    for row, i in enumerate(batch["id"].tolist()):
+        np.testing.assert_array_equal(tokens.values[tokens.indices[:, 0] == row], tokens_of(i))
+
+
+def flat(runs):
+    return [i for batch in runs for i in batch]
+
+
+# -- the same seed, the same batches --------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"randomize_input": False}, {"shuffle": "global"}],
+                         ids=["buffer", "in order", "global"])
+def test_a_seed_gives_the_same_batches_whatever_the_threads(shards, kwargs):
+    one, _ = run(shards, threads=1, **kwargs)
+    assert Counter(flat(one)) == EVERY_RECORD
+    for threads in (2, 4):
+        assert run(shards, threads=threads, **kwargs)[0] == one, threads
+
+
+def test_another_seed_gives_other_batches(shards):
+    assert run(shards, seed=0)[0] != run(shards, seed=1)[0]
+
+
+# -- resuming -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("kwargs", [{}, {"shuffle": "global"}, {"randomize_input": False}],
+                         ids=["buffer", "global", "in order"])
+def test_a_seeded_resume_gives_the_rest_of_the_uninterrupted_run(shards, threads, kwargs):
+    whole, _ = run(shards, threads=threads, **kwargs)
+    rng = np.random.default_rng(threads)
+    for k in sorted(rng.choice(len(whole) - 1, size=3, replace=False) + 1):
+        first, state = run(shards, stop_after=k, threads=threads, **kwargs)
+        rest, _ = run(shards, state=state, threads=5 - threads, **kwargs)  # other threads
+        assert first + rest == whole, k
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_an_unseeded_resume_delivers_every_record_once(shards, threads):
+    for k in (1, 9, 60):
+        first, state = run(shards, stop_after=k, seed=None, threads=threads)
+        rest, _ = run(shards, state=state, seed=None, threads=threads)
+        assert Counter(flat(first + rest)) == EVERY_RECORD, k
+
+
+def test_a_resumed_run_can_be_saved_and_resumed_again(shards):
+    whole, _ = run(shards)
+    first, state = run(shards, stop_after=10)
+    second, state = run(shards, stop_after=20, state=state)
+    third, _ = run(shards, state=state)
+    assert first + second + third == whole
+
+
+def test_the_state_stays_small_and_names_positions_not_data(shards):
+    _, state = run(shards, stop_after=30)
+    text = json.dumps(state)
+    assert len(text) < 4000
+    assert "tokens" not in text and b"\x08" not in text.encode()
+    plan = state["plan"]
+    assert plan["ticket"] > 0 and plan["open"]
+
+
+def test_resuming_reads_compressed_files_and_a_parse_fn_without_keys(tmp_path):
+    paths = []
+    for shard in range(2):
+        path = str(tmp_path / f"part-{shard}.tfrecord.gz")
+        with qp.TFRecordWriter(path, "GZIP") as writer:
+            for i in range(shard * 100, shard * 100 + 100):
+                writer.write(qp.make_example({"id": i}).SerializeToString())
+        paths.append(path)
+    spec = {"id": qp.io.FixedLenFeature([], qp.int64)}
+    options = dict(reader=functools.partial(qp.TFRecordReader, options="GZIP"), num_epochs=1,
+                   queue_capacity=50, read_batch_size=16, seed=3,
+                   parse_fn=lambda values: qp.io.parse_example(values, spec))
+
+    def ids(state=None, stop_after=None):
+        got = []
+        with qp.Pipeline().as_default(), \
+                read_batch_features(paths, 8, spec, state=state, **options) as batches:
+            for batch in batches:
+                got += batch["id"].tolist()
+                if len(got) == stop_after:
+                    return got, batches.state_dict()
+        return got, None
+
+    whole, _ = ids()
+    first, state = ids(stop_after=56)
+    assert first + ids(state=state)[0] == whole
+    assert sorted(whole) == list(range(200))
+
+
+def test_resuming_a_reader_that_cannot_seek_reads_up_to_its_position(tmp_path):
+    path = tmp_path / "lines.txt"
+    path.write_text("".join(f"{i}\n" for i in range(90)))
+    options = dict(reader=qp.TextLineReader, num_epochs=1, queue_capacity=30,
+                   read_batch_size=7, seed=0, parse_fn=lambda lines: {"n": lines.astype(int)})
+
+    def numbers(state=None, stop_after=None):
+        got = []
+        with qp.Pipeline().as_default(), \
+                read_batch_features(str(path), 5, {}, state=state, **options) as batches:
+            for batch in batches:
+                got += batch["n"].tolist()
+                if len(got) == stop_after:
+                    return got, batches.state_dict()
+        return got, None
+
+    whole, _ = numbers()
+    first, state = numbers(stop_after=40)
+    assert first + numbers(state=state)[0] == whole and sorted(whole) == list(range(90))
+
+
+def test_a_state_from_another_pipeline_is_refused(shards):
+    _, state = run(shards, stop_after=3)
+    with pytest.raises(InvalidArgumentError, match=r"saved for 4 files from .* in order "
+                                                   r"'files'; this pipeline has 3 from"):
+        pipeline(shards[:3], state=state)
+    with pytest.raises(InvalidArgumentError, match="in order 'global'"):
+        pipeline(shards, state=state, shuffle="global")
+    with pytest.raises(InvalidArgumentError, match="not a state of read_batch_features"):
+        pipeline(shards, state={"plan": {"format": "something else"}})
+
+
+def test_a_state_is_loaded_before_the_first_batch(shards):
+    _, state = run(shards, stop_after=3)
+    with qp.Pipeline().as_default(), pipeline(shards) as batches:
+        batches.dequeue()
+        with pytest.raises(RuntimeError, match="before the first batch"):
+            batches.load_state_dict(state)
+
+
+def test_a_changed_file_is_named_when_resuming(shards, tmp_path):
+    copies = []
+    for path in shards:
+        copy = tmp_path / os.path.basename(path)
+        copy.write_bytes(open(path, "rb").read())
+        copies.append(str(copy))
+    _, state = run(copies, stop_after=5, randomize_input=False)
+    with open(copies[0], "r+b") as f:  # the first file loses its last records
+        f.truncate(os.path.getsize(copies[0]) // 3)
+    with pytest.raises(Exception, match=r"shard-00000-of-00004.tfrecord.* (holds \d+ records "
+                                        r"from position \d+ on where the state counted \d+"
+                                        r"|at offset \d+: it holds \d+ bytes)"):
+        run(copies, state=state, randomize_input=False)
+
+
+def test_batching_functions_with_a_producer_have_no_state():
+    with qp.Pipeline().as_default():
+        batches = qp.train.batch(lambda: 1, 2)
+        with pytest.raises(TypeError, match="only read_batch_features knows the position"):
+            batches.state_dict()
+        batches.close()
+
+
+# -- a hard kill --------------------------------------------------------------------------
+
+CHILD = """
+import json, os, sys
+sys.path.insert(0, {tests!r})
+import test_resume as t
+shards, save_at, state_file, out = json.loads(sys.argv[1])
+state = json.load(open(state_file)) if os.path.exists(state_file) else None
+got = []
+with t.pipeline(shards, state=state) as batches:
+    for batch in batches:
+        got.append(batch["id"].tolist())
+        if len(got) == save_at and state is None:
+            with open(state_file + ".tmp", "w") as f:
+                json.dump({{"state": batches.state_dict(), "got": got}}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(state_file + ".tmp", state_file + ".saved")
+            print("saved", flush=True)
+            sys.stdin.read()   # blocks, batches half-read, until the parent kills it
+json.dump(got, open(out, "w"))
+"""
+
+
+def test_a_process_killed_after_a_save_resumes_exactly(shards, tmp_path):
+    whole, _ = run(shards)
+    state_file, out = str(tmp_path / "state.json"), str(tmp_path / "rest.json")
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(tests=os.path.dirname(__file__)))
+    args = [sys.executable, str(script), json.dumps([shards, 13, state_file, out])]
+    child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "saved\n"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdin.close()
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    saved = json.load(open(state_file + ".saved"))
+    json.dump(saved["state"], open(state_file, "w"))
+    subprocess.run(args, check=True, timeout=50)
+    assert saved["got"] + json.load(open(out)) == whole
+
+
+# -- the global shuffle ---------------------------------------------------------------------
+
+
+def test_the_global_shuffle_visits_every_record_once_per_epoch_in_new_orders(shards):
+    with qp.Pipeline().as_default(), pipeline(shards, shuffle="global", num_epochs=3) as b:
+        ids = flat(batch["id"].tolist() for batch in b)
+    epochs = [ids[i * RECORDS:(i + 1) * RECORDS] for i in range(3)]
+    assert all(sorted(epoch) == list(range(RECORDS)) for epoch in epochs)
+    assert epochs[0] != epochs[1] != epochs[2] != epochs[0]
+
+
+def test_the_global_shuffle_mixes_sorted_labels_where_a_buffer_cannot(tmp_path):
+    """One file of records in label order (0 for the first tenth...). The mean place in
+    the epoch of each label's records: a uniform shuffle gives 0.5 for every label."""
+    records = [{"id": i, "label": i * 10 // RECORDS, "tokens": tokens_of(i)}
+               for i in range(RECORDS)]
+    one = write_shards(records, str(tmp_path / "sorted"), num_shards=1, progress=False)
+
+    def mean_places(**kwargs):
+        with qp.Pipeline().as_default(), pipeline(one, num_epochs=1, **kwargs) as b:
+            labels = np.concatenate([batch["label"] for batch in b])
+        places = np.arange(len(labels)) / len(labels)
+        return np.array([places[labels == label].mean() for label in range(10)])
+
+    buffer, whole = mean_places(), mean_places(shuffle="global")
+    assert np.abs(whole - 0.5).max() < 0.15
+    assert np.abs(buffer - 0.5).max() > 0.35  # a 60-record buffer keeps the sorted order
+
+
+def test_the_global_shuffle_needs_an_index_and_plain_tfrecords(shards, tmp_path):
+    bare = tmp_path / "bare.tfrecord"
+    bare.write_bytes(open(shards[0], "rb").read())
+    with pytest.raises(InvalidArgumentError, match=r"needs a .index beside every file: "
+                                                   r"'.*bare.tfrecord.index' is missing"):
+        pipeline([str(bare)], shuffle="global")
+    with gzip.open(tmp_path / "z.tfrecord.gz", "wb"):
+        pass
+    with pytest.raises(InvalidArgumentError, match="needs an uncompressed TFRecordReader"):
+        pipeline([str(tmp_path / "z.tfrecord.gz")], shuffle="global",
+                 reader=functools.partial(qp.TFRecordReader, options="GZIP"))
+    with pytest.raises(InvalidArgumentError, match="shuffle must be one of"):
+        pipeline(shards, shuffle="everything")
+
+
+def test_the_global_shuffle_names_a_damaged_record(shards, tmp_path):
+    copy = tmp_path / "copy.tfrecord"
+    data = bytearray(open(shards[0], "rb").read())
+    data[40] ^= 0xFF  # inside the first record's data
+    copy.write_bytes(bytes(data))
+    (tmp_path / "copy.tfrecord.index").write_bytes(open(shards[0] + ".index", "rb").read())
+    with pytest.raises(qp.errors.DataLossError, match=r"corrupted record at 12: data checksum "
+                                                      r"mismatch in file '.*copy.tfrecord'"):
+        run([str(copy)], shuffle="global")
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 17, 1000, 4097])
+def test_the_permutation_is_a_seeded_bijection(n):
+    image = Permutation(n, [7, 1])(np.arange(n))
+    assert sorted(image.tolist()) == list(range(n))
+    np.testing.assert_array_equal(image, Permutation(n, [7, 1])(np.arange(n)))
+    if n > 16:
+        assert not np.array_equal(image, Permutation(n, [7, 2])(np.arange(n)))
+        assert not np.array_equal(image, np.arange(n))
+
+
+def test_a_stopped_pipeline_waiting_for_its_turn_leaves_no_thread(shards):
+    with qp.Pipeline().as_default():
+        batches = pipeline(shards, threads=4, queue_capacity=40)
+        batches.dequeue()  # threads now wait for room, and for their turn behind them
+        wait_until(lambda: batches.queue.size() == 40, "the queue is full")
+        batches.close()
+
+
+def test_an_endless_input_of_empty_files_ends_instead_of_spinning(tmp_path):
+    paths = [str(tmp_path / f"empty-{i}.tfrecord") for i in range(2)]
+    for path in paths:
+        open(path, "wb").close()
+    with qp.Pipeline().as_default(), read_batch_features(paths, 4, FEATURES) as batches:
+        assert list(batches) == []
