@@ -61,7 +61,7 @@ PEERS = ("floor", "tfdata", "tf1queue", "tfrecord_pkg")
 # exactly, at some cost in speed: see docs/performance.md.)
 SEED = None
 FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "token_sum",
-          "peak_rss_kib")
+          "peak_rss_kib", "cpu_us")
 
 
 # -- the workloads ---------------------------------------------------------------------------
@@ -172,8 +172,8 @@ def pipeline_per_record(qp, files, epochs, threads, workload, options):
                                   allow_smaller_final_batch=True)
 
 
-def pipeline_bulk(qp, files, epochs, threads, workload, options):
-    """``read_batch_features``: read_up_to, one parse_example per chunk, enqueue_many."""
+def pipeline_bulk(qp, files, epochs, threads, workload, options, seed=SEED, shuffle="buffer"):
+    """``read_batch_features``: a chunk of records, one parse_example, enqueue_many."""
     import functools
 
     specs = _specs(qp, workload)
@@ -184,7 +184,18 @@ def pipeline_bulk(qp, files, epochs, threads, workload, options):
     return qp.train.read_batch_features(
         files, BATCH, specs, reader=functools.partial(qp.TFRecordReader, options=options),
         num_epochs=epochs, queue_capacity=2 * BUFFER, num_enqueue_threads=threads,
-        parse_fn=parse, seed=SEED, read_batch_size=BULK_CHUNK)
+        parse_fn=parse, seed=seed, read_batch_size=BULK_CHUNK, shuffle=shuffle)
+
+
+def pipeline_bulk_seeded(qp, files, epochs, threads, workload, options):
+    """``qp_bulk`` with a seed: the same batches whatever the threads (bench_order.py)."""
+    return pipeline_bulk(qp, files, epochs, threads, workload, options, seed=0)
+
+
+def pipeline_bulk_global(qp, files, epochs, threads, workload, options):
+    """``qp_bulk`` seeded, with the global shuffle by the ``.index`` files (bench_order.py)."""
+    return pipeline_bulk(qp, files, epochs, threads, workload, options, seed=0,
+                         shuffle="global")
 
 
 def pipeline_compat(qp, files, epochs, threads, workload, options):
@@ -220,7 +231,8 @@ def pipeline_compat(qp, files, epochs, threads, workload, options):
 
 
 PIPELINES = {"qp_per_record": pipeline_per_record, "qp_bulk": pipeline_bulk,
-             "compat_per_record": pipeline_compat}
+             "compat_per_record": pipeline_compat, "qp_bulk_seeded": pipeline_bulk_seeded,
+             "qp_bulk_global": pipeline_bulk_global}
 # The main table's threads: the seeds' 2 per record, the fastest 1 for bulk.
 THREADS = {"qp_per_record": 2, "qp_bulk": 1, "compat_per_record": 2}
 NATIVE = ("qp_per_record", "qp_bulk")  # the pipelines of the scaling table
@@ -304,6 +316,9 @@ def launch(argv: list, env: Optional[dict] = None) -> dict:
                                f"{err.read().decode()[-3000:]}")
     result = parse_line(lines[-1])
     result["peak_rss_kib"] = usage.ru_maxrss
+    # CPU time per record, the child's whole life (interpreter start included): a figure a
+    # busy host moves less than the wall-clock rates.
+    result["cpu_us"] = (usage.ru_utime + usage.ru_stime) / max(result["examples"], 1) * 1e6
     return result
 
 
@@ -469,8 +484,8 @@ def main(argv=None) -> int:
     expected = truth(data, args.epochs, args.workload)
     log(f"{expected['examples']} records expected, label sum {expected['label_sum']}")
 
-    configs = {name: child_argv(name, data, args.epochs, THREADS[name], args.workload)
-               for name in PIPELINES}
+    configs = {name: child_argv(name, data, args.epochs, threads, args.workload)
+               for name, threads in THREADS.items()}
     if args.peers_python:
         peers = [p for p in PEERS if args.workload == "mnist" or p in ("tfdata", "tf1queue")]
         configs.update({peer: peer_argv(args.peers_python, peer, data, args.epochs,

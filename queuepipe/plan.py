@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import bisect
 import collections
+import mmap
 import os
 import threading
 import zlib
@@ -41,7 +42,7 @@ import numpy as np
 from queuepipe.errors import InvalidArgumentError, NotFoundError, OutOfRangeError
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
-from queuepipe.records import unframe
+from queuepipe.records import unframe_many
 from queuepipe.remote import is_remote
 from queuepipe.shards import index_mismatch, read_index
 
@@ -118,8 +119,8 @@ class ReadPlan:
         # "global": the next chunk starts at this place of the epoch's permutation.
         self._start = 0
         self._permutation: Optional[Tuple[int, Permutation]] = None
-        self._fds: Dict[int, Any] = {}
-        self._fd_lock = threading.Lock()
+        self._maps: Dict[int, mmap.mmap] = {}
+        self._maps_lock = threading.Lock()
         # The open tickets (read, not all delivered), oldest first, as (base, where); and
         # for every ordinal from _low on, whether its record is not delivered yet. Their own
         # lock: the consumer marks deliveries while a thread reads under _lock.
@@ -259,32 +260,47 @@ class ReadPlan:
         records = self._permuted(epoch)(np.arange(start, start + count))
         files = np.searchsorted(self._first, records, side="right") - 1
         within = records - self._first[files]
-        values = np.empty(count, dtype=object)
-        keys = np.empty(count, dtype=object) if self._keyed else None
-        for file in np.unique(files):
+        offsets = np.empty(count, dtype=np.int64)
+        lengths = np.empty(count, dtype=np.int64)
+        for file in np.unique(files).tolist():
             places = np.flatnonzero(files == file)
-            places = places[np.argsort(within[places], kind="stable")]
-            offsets = self._offsets[file][within[places]]
-            lengths = self._lengths[file][within[places]]
-            path = self._files[file]
-            for place, offset, length in zip(places.tolist(), offsets.tolist(),
-                                             lengths.tolist()):
-                values[place] = unframe(self._pread(int(file), offset, length), path, offset)
-            if keys is not None:
-                keys[places] = _format_keys(os.fsencode(path), offsets.tolist())
+            offsets[places] = self._offsets[file][within[places]]
+            lengths[places] = self._lengths[file][within[places]]
+        # Sliced in file and offset order (kind to the page cache), checked all at once.
+        visit = np.lexsort((offsets, files)).tolist()
+        views = {file: memoryview(self._mapped(file)) for file in np.unique(files).tolist()}
+        file_list, offset_list, end_list = files.tolist(), offsets.tolist(), \
+            (offsets + lengths).tolist()
+        frames: List[Any] = [None] * count
+        try:
+            for i in visit:
+                frames[i] = views[file_list[i]][offset_list[i]:end_list[i]]
+            values = unframe_many(frames, lengths,
+                                  lambda i: (self._files[file_list[i]], offset_list[i]))
+        finally:  # a view left alive (by a traceback, say) would keep the map from closing
+            for view in [*frames, *views.values()]:
+                if view is not None:
+                    view.release()
+        keys = None
+        if self._keyed:
+            keys = _object_array([b"%s:%d" % (os.fsencode(self._files[f]), o)
+                                  for f, o in zip(file_list, offset_list)])
         return values, keys
 
-    def _pread(self, file: int, offset: int, length: int) -> bytes:
-        fd = self._fds.get(file)
-        if fd is None:
-            with self._fd_lock:
-                fd = self._fds.get(file)
-                if fd is None:
+    def _mapped(self, file: int) -> mmap.mmap:
+        """``file``, memory-mapped (read by many threads without a lock)."""
+        mapped = self._maps.get(file)
+        if mapped is None:
+            with self._maps_lock:
+                mapped = self._maps.get(file)
+                if mapped is None:
                     try:
-                        fd = self._fds[file] = os.open(self._files[file], os.O_RDONLY)
+                        with open(self._files[file], "rb") as f:
+                            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
                     except FileNotFoundError as e:
                         raise NotFoundError(f"file not found: '{self._files[file]}'") from e
-        return os.pread(fd, length, offset)
+                    self._maps[file] = mapped
+        return mapped
 
     # -- reading a chunk again ------------------------------------------------------------------
 
@@ -396,10 +412,10 @@ class ReadPlan:
             if self._opened:
                 self._reader._stop()
                 self._opened = False
-        with self._fd_lock:
-            for fd in self._fds.values():
-                os.close(fd)
-            self._fds.clear()
+        with self._maps_lock:
+            maps, self._maps = list(self._maps.values()), {}
+        for mapped in maps:
+            mapped.close()
 
 
 class _OneFile:

@@ -25,7 +25,7 @@ import logging
 import os
 import struct
 import zlib
-from typing import IO, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -105,33 +105,71 @@ def frame(record: bytes) -> bytes:
                      _FOOTER.pack(masked_crc32c(record))))
 
 
-def unframe(framed: Buffer, path: str, offset: int) -> bytes:
-    """The data of one framed record read at ``offset`` of ``path`` (a ``.index`` entry's
-    bytes), after checking both of its checksums and its length.
+def unframe_many(frames: Sequence[Buffer], lengths: np.ndarray,
+                 where: Callable[[int], Tuple[str, int]]) -> np.ndarray:
+    """The data of framed records (``frames[i]``: the bytes a ``.index`` entry of
+    ``lengths[i]`` bytes points at, a memory map's slice say), as an object array of bytes,
+    after checking each one's length and both checksums.
+
+    Records of one length are checked together, with no Python per record: their headers
+    by a table-driven CRC vectorized over the records, their data by one CRC-32C call over
+    all of them (see :func:`_run_checks_out`), one call each only to find a damaged one.
+
+    Args:
+      where: ``i`` -> (file, offset) of record ``i``, for the messages.
 
     Raises:
-      DataLossError: the frame is damaged or its length disagrees with its size; the message
-        names the file and the offset, as the record scanner's do.
+      DataLossError: a damaged record, naming its file and offset as the record scanner's
+        messages do.
     """
-    view = memoryview(framed)
-    if len(view) < FRAME_BYTES:
-        raise DataLossError(f"truncated record at {offset}: {len(view)} bytes, less than a "
-                            f"frame's {FRAME_BYTES}, in file '{path}'", path=path, offset=offset)
-    length, length_crc = _HEADER.unpack_from(view)
-    if masked_crc32c(view[:8]) != length_crc:
-        raise DataLossError(f"corrupted record at {offset}: length checksum mismatch in file "
-                            f"'{path}'", path=path, offset=offset)
-    if length + FRAME_BYTES != len(view):
-        raise DataLossError(f"corrupted record at {offset}: its header gives {length} data "
-                            f"bytes, its index entry {len(view) - FRAME_BYTES}, in file "
-                            f"'{path}'", path=path, offset=offset)
-    data = bytes(view[HEADER_BYTES:HEADER_BYTES + length])
-    (data_crc,) = _FOOTER.unpack_from(view, HEADER_BYTES + length)
-    if masked_crc32c(data) != data_crc:
-        raise DataLossError(f"corrupted record at {offset + HEADER_BYTES}: data checksum "
-                            f"mismatch in file '{path}'", path=path,
-                            offset=offset + HEADER_BYTES)
-    return data
+    out = np.empty(len(frames), dtype=object)
+    sizes = np.fromiter(map(len, frames), dtype=np.int64, count=len(frames))
+    short = np.flatnonzero((sizes != lengths) | (lengths < FRAME_BYTES))
+    if len(short):
+        i = int(short[0])
+        path, offset = where(i)
+        raise DataLossError(f"truncated record at {offset}: its index entry gives "
+                            f"{int(lengths[i])} bytes, the file holds {int(sizes[i])} from "
+                            f"there, in file '{path}'", path=path, offset=offset)
+    for stride in np.unique(lengths).tolist():
+        group = np.flatnonzero(lengths == stride)
+        joined = b"".join([frames[i] for i in group.tolist()])
+        rows = np.frombuffer(joined, dtype=np.uint8).reshape(len(group), stride)
+        out[group] = _unframe_rows(rows, lambda k: where(int(group[k])))
+    return out
+
+
+def _unframe_rows(frames: np.ndarray, where: Callable[[int], Tuple[str, int]]) -> List[bytes]:
+    """The checked data of ``frames``, ``[count, stride]`` uint8 rows of one length."""
+    count, length = len(frames), frames.shape[1] - FRAME_BYTES
+    crc = np.full(count, 0xFFFFFFFF, dtype=np.uint32)
+    for k in range(8):
+        crc = _CRC_TABLE[(crc ^ frames[:, k]) & 0xFF] ^ (crc >> 8)
+    crc ^= np.uint32(0xFFFFFFFF)
+    masked = ((crc >> 15) | (crc << 17)) + np.uint32(_MASK_DELTA)
+    stored = np.ascontiguousarray(frames[:, 8:HEADER_BYTES]).view("<u4").ravel()
+    sizes = np.ascontiguousarray(frames[:, :8]).view("<u8").ravel()
+    damaged = np.flatnonzero((masked != stored) | (sizes != length))
+    if len(damaged):
+        i = int(damaged[0])
+        path, offset = where(i)
+        what = "length checksum mismatch" if masked[i] != stored[i] else \
+            f"its header gives {int(sizes[i])} data bytes, its index entry {length}"
+        raise DataLossError(f"corrupted record at {offset}: {what} in file '{path}'",
+                            path=path, offset=offset)
+    records = frames[:, HEADER_BYTES:HEADER_BYTES + length].view(f"V{length}")[:, 0] \
+        .tolist() if length else [b""] * count
+    if not _run_checks_out(frames, length):
+        computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
+        good = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
+            + np.uint32(_MASK_DELTA) == np.ascontiguousarray(
+                frames[:, HEADER_BYTES + length:]).view("<u4").ravel()
+        if not good.all():
+            path, offset = where(int(good.argmin()))
+            raise DataLossError(f"corrupted record at {offset + HEADER_BYTES}: data checksum "
+                                f"mismatch in file '{path}'", path=path,
+                                offset=offset + HEADER_BYTES)
+    return records
 
 
 # ---------------------------------------------------------------------------------------------
