@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
     )
     from queuepipe.producers import (
         input_producer, limit_epochs, match_filenames_once, range_input_producer,
-        slice_input_producer, string_input_producer
+        record_position_producer, slice_input_producer, string_input_producer
     )
     from queuepipe.protos import (
         BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List,
@@ -53,8 +53,8 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
         FIFOQueue, PaddingFIFOQueue, PriorityQueue, QueueBase, RandomShuffleQueue
     )
     from queuepipe.readers import (
-        FixedLengthRecordReader, IdentityReader, ReaderBase, TextLineReader, TFRecordReader,
-        WholeFileReader
+        FixedLengthRecordReader, IdentityReader, KeyedRecordReader, ReaderBase, TextLineReader,
+        TFRecordReader, WholeFileReader
     )
     from queuepipe.records import (
         tf_record_iterator, TFRecordCompressionType, TFRecordOptions, TFRecordWriter
@@ -71,11 +71,13 @@ _LAZY = table_of({
     "queuepipe.runner": ["QueueRunner", "Pipeline", "add_queue_runner", "start_queue_runners",
                          "get_default_pipeline"],
     "queuepipe.producers": ["string_input_producer", "input_producer", "range_input_producer",
-                            "slice_input_producer", "limit_epochs", "match_filenames_once"],
+                            "slice_input_producer", "limit_epochs", "match_filenames_once",
+                            "record_position_producer"],
     "queuepipe.records": ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions",
                           "TFRecordCompressionType"],
     "queuepipe.readers": ["ReaderBase", "TFRecordReader", "TextLineReader",
-                          "FixedLengthRecordReader", "WholeFileReader", "IdentityReader"],
+                          "FixedLengthRecordReader", "WholeFileReader", "IdentityReader",
+                          "KeyedRecordReader"],
     "queuepipe.protos": ["Example", "SequenceExample", "Features", "Feature", "FeatureList",
                          "FeatureLists", "BytesList", "FloatList", "Int64List", "make_example",
                          "make_sequence_example"],

@@ -13,8 +13,8 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
         parse_single_example, parse_single_sequence_example, SparseValue, VarLenFeature
     )
     from queuepipe.readers import (
-        FixedLengthRecordReader, IdentityReader, ReaderBase, TextLineReader, TFRecordReader,
-        WholeFileReader
+        FixedLengthRecordReader, IdentityReader, KeyedRecordReader, ReaderBase, TextLineReader,
+        TFRecordReader, WholeFileReader
     )
     from queuepipe.records import (
         tf_record_iterator, TFRecordCompressionType, TFRecordOptions, TFRecordWriter

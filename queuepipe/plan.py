@@ -176,9 +176,24 @@ class ReadPlan:
         with self._lock:
             if self._order != "global":
                 return self._take_from_files()
-            ticket, base, where = self._take_global()
+            where = self._next_global()
+            ticket, base = self._register(where, where[-1])
         values, keys = self._read_global(where)
         return Chunk(ticket, base, values, keys, where)
+
+    def keys(self) -> np.ndarray:
+        """The keys ``b"<file>:<offset>"`` of the next chunk of the ``"global"`` order, as an
+        object array, reading nothing (for a producer of positions; the plan keeps no
+        record of them).
+
+        Raises:
+          OutOfRangeError: every epoch is given.
+        """
+        with self._lock:
+            where = self._next_global()
+        files, offsets, _ = self._located(where)
+        return _object_array([b"%s:%d" % (os.fsencode(self._files[f]), o)
+                              for f, o in zip(files.tolist(), offsets.tolist())])
 
     def _ended(self) -> bool:
         return self._num_epochs is not None and self._epoch >= self._num_epochs
@@ -234,17 +249,17 @@ class ReadPlan:
         positions, values, finished = self._reader._read_records(self._chunk_size)
         return list(positions), list(values), finished
 
-    def _take_global(self) -> Tuple[int, int, List[int]]:
+    def _next_global(self) -> List[int]:
+        """The next chunk's where, ``[epoch, start, count]``; moves past it."""
         total = int(self._first[-1])
         if self._ended() or total == 0:
             raise OutOfRangeError("the plan's epochs are all read")
         count = min(self._chunk_size, total - self._start)
         where = [self._epoch, self._start, count]
-        ticket, base = self._register(where, count)
         self._start += count
         if self._start == total:
             self._epoch, self._start = self._epoch + 1, 0
-        return ticket, base, where
+        return where
 
     def _permuted(self, epoch: int) -> Permutation:
         cached = self._permutation
@@ -256,16 +271,8 @@ class ReadPlan:
     def _read_global(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
         """The records at places ``[start, start + count)`` of epoch ``epoch``'s permutation,
         read by offset, file by file in offset order (kind to the page cache)."""
-        epoch, start, count = where
-        records = self._permuted(epoch)(np.arange(start, start + count))
-        files = np.searchsorted(self._first, records, side="right") - 1
-        within = records - self._first[files]
-        offsets = np.empty(count, dtype=np.int64)
-        lengths = np.empty(count, dtype=np.int64)
-        for file in np.unique(files).tolist():
-            places = np.flatnonzero(files == file)
-            offsets[places] = self._offsets[file][within[places]]
-            lengths[places] = self._lengths[file][within[places]]
+        count = where[-1]
+        files, offsets, lengths = self._located(where)
         # Sliced in file and offset order (kind to the page cache), checked all at once.
         visit = np.lexsort((offsets, files)).tolist()
         views = {file: memoryview(self._mapped(file)) for file in np.unique(files).tolist()}
@@ -286,6 +293,20 @@ class ReadPlan:
             keys = _object_array([b"%s:%d" % (os.fsencode(self._files[f]), o)
                                   for f, o in zip(file_list, offset_list)])
         return values, keys
+
+    def _located(self, where: List[int]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The file, offset and framed length of each record of a ``"global"`` chunk."""
+        epoch, start, count = where
+        records = self._permuted(epoch)(np.arange(start, start + count))
+        files = np.searchsorted(self._first, records, side="right") - 1
+        within = records - self._first[files]
+        offsets = np.empty(count, dtype=np.int64)
+        lengths = np.empty(count, dtype=np.int64)
+        for file in np.unique(files).tolist():
+            places = np.flatnonzero(files == file)
+            offsets[places] = self._offsets[file][within[places]]
+            lengths[places] = self._lengths[file][within[places]]
+        return files, offsets, lengths
 
     def _mapped(self, file: int) -> mmap.mmap:
         """``file``, memory-mapped (read by many threads without a lock)."""

@@ -42,7 +42,8 @@ from queuepipe.remote import glob
 from queuepipe.runner import QueueRunner, add_queue_runner
 
 __all__ = ["string_input_producer", "input_producer", "range_input_producer",
-           "slice_input_producer", "limit_epochs", "match_filenames_once"]
+           "slice_input_producer", "limit_epochs", "match_filenames_once",
+           "record_position_producer"]
 
 
 def _is_positive_int(value: Any) -> bool:
@@ -309,6 +310,65 @@ def string_input_producer(string_tensor: Any, num_epochs: Optional[int] = None,
                             f"{items.dtype} of shape {items.shape}")
     return _producer(items, dtypes.string, (), num_epochs, shuffle, seed, capacity, name,
                      cancel_op)
+
+
+class _PositionFeeder:
+    """The enqueue op of :func:`record_position_producer`: the next chunk's keys."""
+
+    def __init__(self, queue: FIFOQueue, plan: Any) -> None:
+        self._queue = queue
+        self._plan = plan
+
+    def __call__(self) -> None:
+        self._queue.enqueue_many(self._plan.keys())
+
+
+def record_position_producer(files: Any, num_epochs: Optional[int] = None,
+                             seed: Optional[int] = None, capacity: int = 4096,
+                             name: Optional[str] = None) -> FIFOQueue:
+    """Returns a queue of record keys ``b"<file>:<offset>"``: every record of every file,
+    each epoch in one seeded random permutation of them all (a global shuffle).
+
+    For hand-built pipelines: a :class:`~queuepipe.readers.KeyedRecordReader` reads the
+    record each key names. The order comes from the ``.index`` beside each file
+    (``write_shards`` and ``queuepipe index`` write them) and a seeded bijection of the
+    record numbers (:class:`~queuepipe.permutation.Permutation`): nothing is stored per
+    record but the index offsets, and each epoch visits every record once, in another order.
+    ``read_batch_features(shuffle="global")`` is the same order, read in bulk.
+
+    Args:
+      files: a glob pattern, or a list of patterns or paths (uncompressed TFRecord files,
+        each with its ``.index``).
+      num_epochs: give every record this many times, then close the queue; None: forever.
+      seed: seed of the permutations; None draws one.
+      capacity: the queue's capacity.
+      name: the queue's name (default ``record_position_producer``, made unique).
+
+    Returns:
+      A :class:`~queuepipe.queues.FIFOQueue` whose elements are ``bytes`` keys.
+
+    Raises:
+      NotFoundError: no file matches ``files``.
+      InvalidArgumentError: a file has no ``.index`` that matches it.
+    """
+    from queuepipe.errors import NotFoundError
+    from queuepipe.plan import ReadPlan
+    from queuepipe.readers import TFRecordReader
+
+    num_epochs = _check_num_epochs(num_epochs)
+    capacity = _check_capacity(capacity)
+    seed = _check_seed(seed)
+    paths = [os.fsdecode(p) for p in match_filenames_once(files)()]
+    if not paths:
+        raise NotFoundError(f"record_position_producer: no file matches {files!r}")
+    if seed is None:
+        seed = int(np.random.SeedSequence().generate_state(1, np.uint32)[0])
+    plan = ReadPlan(paths, TFRecordReader, max(1, min(capacity, 512)), num_epochs, "global",
+                    seed, keyed=True)
+    queue = FIFOQueue(capacity, dtypes=[dtypes.string], shapes=[()],
+                      name=name if name is not None else unique_name("record_position_producer"))
+    add_queue_runner(QueueRunner(queue, [_PositionFeeder(queue, plan)]))
+    return queue
 
 
 def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: bool = True,

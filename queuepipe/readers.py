@@ -33,12 +33,13 @@ from typing import IO, Any, List, Optional, Tuple, TypeVar
 import numpy as np
 
 from queuepipe._streams import ReadBuffer
-from queuepipe.errors import DataLossError
-from queuepipe.records import RecordScanner, TFRecordOptions, check_corrupt_records
+from queuepipe.errors import DataLossError, InvalidArgumentError
+from queuepipe.records import FRAME_BYTES, HEADER_BYTES, RecordScanner, TFRecordOptions, \
+    check_corrupt_records, unframe_many
 from queuepipe.remote import open_file
 
 __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",
-           "WholeFileReader", "IdentityReader"]
+           "WholeFileReader", "IdentityReader", "KeyedRecordReader"]
 
 # The records _read_records returns: their positions in the file (what the key names after
 # the file name: a byte offset, a line number, an index), their values, whether the file is
@@ -541,6 +542,54 @@ class IdentityReader(ReaderBase):
 
     def _keys(self, positions: List[int]) -> List[bytes]:
         return [self._key_prefix] * len(positions)  # the key is the work item alone
+
+    def _stop(self) -> None:
+        pass
+
+
+class KeyedRecordReader(ReaderBase):
+    """Reads the one TFRecord each work item of its queue names by its key,
+    ``b"<file>:<byte offset>"``: the keys ``TFRecordReader`` gives, and the items of
+    :func:`~queuepipe.producers.record_position_producer` (a dataset's records in a global
+    random order). Key and value are the item and the record's data, both checksums
+    checked. Each read opens the file, reads the record and closes the file.
+
+    Usage::
+
+        keys = qp.train.record_position_producer("data/*.tfrecord", num_epochs=1, seed=0)
+        reader = qp.KeyedRecordReader()
+        def example():
+            _, serialized = reader.read(keys)
+            return qp.io.parse_single_example(serialized, features)
+
+    Args:
+      name: a name for messages.
+
+    Raises:
+      (from reads) InvalidArgumentError: an item is not ``<file>:<offset>``.
+      DataLossError: the record there is damaged or cut short (the message names the file
+      and the offset). NotFoundError: the file does not exist.
+    """
+
+    def _start(self, filename) -> None:
+        path, colon, offset = os.fsencode(filename).rpartition(b":")
+        if not colon or not offset.isdigit():
+            raise InvalidArgumentError(f"{self._name}: a work item is a record's key "
+                                       f"b'<file>:<offset>', got {filename!r}")
+        self._path, self._offset = os.fsdecode(path), int(offset)
+
+    def _read_records(self, n: int) -> Records:
+        with open_file(self._path) as f:
+            f.seek(self._offset)
+            header = f.read(HEADER_BYTES)
+            size = int.from_bytes(header[:8], "little") + FRAME_BYTES \
+                if len(header) == HEADER_BYTES else len(header)
+            frame = header + f.read(max(0, size - len(header)))
+        records = unframe_many([frame], np.array([size]), lambda i: (self._path, self._offset))
+        return [self._offset], [records[0]], True
+
+    def _keys(self, positions: List[int]) -> List[bytes]:
+        return [self._key_prefix] * len(positions)  # the key is the work item itself
 
     def _stop(self) -> None:
         pass

@@ -128,7 +128,7 @@ def unframe_many(frames: Sequence[Buffer], lengths: np.ndarray,
     if len(short):
         i = int(short[0])
         path, offset = where(i)
-        raise DataLossError(f"truncated record at {offset}: its index entry gives "
+        raise DataLossError(f"truncated record at {offset}: the record needs "
                             f"{int(lengths[i])} bytes, the file holds {int(sizes[i])} from "
                             f"there, in file '{path}'", path=path, offset=offset)
     for stride in np.unique(lengths).tolist():

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
     from queuepipe.features import read_batch_features
     from queuepipe.producers import (
         input_producer, limit_epochs, match_filenames_once, range_input_producer,
-        slice_input_producer, string_input_producer
+        record_position_producer, slice_input_producer, string_input_producer
     )
     from queuepipe.protos import (
         BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List,

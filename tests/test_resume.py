@@ -347,3 +347,41 @@ def test_an_endless_input_of_empty_files_ends_instead_of_spinning(tmp_path):
         open(path, "wb").close()
     with qp.Pipeline().as_default(), read_batch_features(paths, 4, FEATURES) as batches:
         assert list(batches) == []
+
+
+def test_a_hand_built_pipeline_reads_the_global_order_by_keys(shards):
+    with qp.Pipeline().as_default():
+        keys = qp.train.record_position_producer(shards, num_epochs=2, seed=5, capacity=64)
+        reader = qp.KeyedRecordReader()
+
+        def example():
+            key, serialized = reader.read(keys)
+            return key, qp.io.parse_single_example(serialized, FEATURES)["id"]
+
+        with qp.train.batch(example, 50, allow_smaller_final_batch=True) as batches:
+            got = [(key, i) for key_batch, ids in batches
+                   for key, i in zip(key_batch.tolist(), ids.tolist())]
+    ids = [i for _, i in got]
+    assert Counter(ids) == EVERY_RECORD
+    assert ids[:RECORDS] != ids[RECORDS:] and ids[:RECORDS] != sorted(ids[:RECORDS])
+    with qp.Pipeline().as_default(), pipeline(shards, threads=1, shuffle="global", seed=5,
+                                              num_epochs=2) as batches:
+        assert flat(b["id"].tolist() for b in batches) == ids  # read_batch_features' order
+    first_epoch_keys = {key for key, _ in got[:RECORDS]}
+    assert len(first_epoch_keys) == RECORDS
+    assert {os.fsdecode(key.rsplit(b":", 1)[0]) for key in first_epoch_keys} == set(shards)
+
+
+def test_a_keyed_reader_names_a_bad_key_and_a_record_cut_short(shards, tmp_path):
+    cut = tmp_path / "cut.tfrecord"
+    cut.write_bytes(open(shards[0], "rb").read()[:30])
+    for item, error, message in (
+            (b"no-offset", InvalidArgumentError, r"a work item is a record's key"),
+            (f"{cut}:0".encode(), qp.errors.DataLossError,
+             r"truncated record at 0: the record needs \d+ bytes, the file holds 30 from there, "
+             r"in file '.*cut.tfrecord'")):
+        with qp.Pipeline().as_default():
+            queue = qp.FIFOQueue(4, [qp.string], [()])
+            queue.enqueue(item)
+            with pytest.raises(error, match=message):
+                qp.KeyedRecordReader().read(queue)
