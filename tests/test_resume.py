@@ -64,6 +64,19 @@ def run(shards, stop_after=None, **kwargs):
     return ids, None
 
 
+def column(files, key, batch_size, spec, stop_after=None, **options):
+    """The values of ``key``, batch after batch; with ``stop_after`` values, also the state
+    there."""
+    got = []
+    with qp.Pipeline().as_default(), \
+            read_batch_features(files, batch_size, spec, **options) as batches:
+        for batch in batches:
+            got += batch[key].tolist()
+            if len(got) == stop_after:
+                return got, batches.state_dict()
+    return got, None
+
+
 def check_tokens(batch):
     """Each row's tokens are its own record's: rows and sparse values stayed together."""
     tokens = batch["tokens"]
@@ -144,19 +157,9 @@ def test_resuming_reads_compressed_files_and_a_parse_fn_without_keys(tmp_path):
                    queue_capacity=50, read_batch_size=16, seed=3,
                    parse_fn=lambda values: qp.io.parse_example(values, spec))
 
-    def ids(state=None, stop_after=None):
-        got = []
-        with qp.Pipeline().as_default(), \
-                read_batch_features(paths, 8, spec, state=state, **options) as batches:
-            for batch in batches:
-                got += batch["id"].tolist()
-                if len(got) == stop_after:
-                    return got, batches.state_dict()
-        return got, None
-
-    whole, _ = ids()
-    first, state = ids(stop_after=56)
-    assert first + ids(state=state)[0] == whole
+    whole, _ = column(paths, "id", 8, spec, **options)
+    first, state = column(paths, "id", 8, spec, stop_after=56, **options)
+    assert first + column(paths, "id", 8, spec, state=state, **options)[0] == whole
     assert sorted(whole) == list(range(200))
 
 
@@ -166,19 +169,10 @@ def test_resuming_a_reader_that_cannot_seek_reads_up_to_its_position(tmp_path):
     options = dict(reader=qp.TextLineReader, num_epochs=1, queue_capacity=30,
                    read_batch_size=7, seed=0, parse_fn=lambda lines: {"n": lines.astype(int)})
 
-    def numbers(state=None, stop_after=None):
-        got = []
-        with qp.Pipeline().as_default(), \
-                read_batch_features(str(path), 5, {}, state=state, **options) as batches:
-            for batch in batches:
-                got += batch["n"].tolist()
-                if len(got) == stop_after:
-                    return got, batches.state_dict()
-        return got, None
-
-    whole, _ = numbers()
-    first, state = numbers(stop_after=40)
-    assert first + numbers(state=state)[0] == whole and sorted(whole) == list(range(90))
+    whole, _ = column(str(path), "n", 5, {}, **options)
+    first, state = column(str(path), "n", 5, {}, stop_after=40, **options)
+    rest, _ = column(str(path), "n", 5, {}, state=state, **options)
+    assert first + rest == whole and sorted(whole) == list(range(90))
 
 
 def test_a_state_from_another_pipeline_is_refused(shards):
