@@ -849,8 +849,10 @@ def _stop_abandoned(group: RunnerGroup, on_stop: List[Callable[[], None]]) -> No
     warnings.warn(f"batches of queue '{group.name}' were not closed: their threads are "
                   f"stopped now; close them, or use `with`", ResourceWarning, stacklevel=2)
     try:
-        group.stop(STOP_GRACE_PERIOD_SECS)
-        _close_all(on_stop)
+        try:
+            group.stop(STOP_GRACE_PERIOD_SECS)
+        finally:
+            _close_all(on_stop)
     except Exception:  # noqa: BLE001 - nobody is left to raise it to
         _log.debug("Ignored an error while stopping abandoned batches '%s'", group.name,
                    exc_info=True)
