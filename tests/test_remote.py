@@ -2,6 +2,7 @@
 
 import collections
 import gc
+import json
 import os
 import socket
 import uuid
@@ -247,3 +248,28 @@ def test_ranks_share_one_s3_shard_through_its_remote_index(s3, tmp_path):
                                                       rf"data checksum mismatch .* in file "
                                                       rf"'s3://{bucket}/{name}'$"):
         read(1)
+
+
+def test_a_pipeline_over_s3_resumes_from_its_state(s3, tmp_path):
+    """The state names files and byte offsets, not open handles: a new pipeline over the
+    same objects (a new process would do the same) goes on from them."""
+    fs, bucket = s3
+    records = [qp.make_example({"id": i}).SerializeToString() for i in range(120)]
+    _upload_shards(fs, bucket, tmp_path, [records[s::3] for s in range(3)])
+    spec = {"id": qp.io.FixedLenFeature([], qp.int64)}
+
+    def ids(stop_after=None, state=None):
+        got = []
+        with qp.Pipeline().as_default(), qp.train.read_batch_features(
+                f"s3://{bucket}/shard-*.tfrecord", 10, spec, num_epochs=1, seed=2,
+                queue_capacity=40, read_batch_size=8, state=state) as batches:
+            for batch in batches:
+                got.append(batch["id"].tolist())
+                if len(got) == stop_after:
+                    return got, json.loads(json.dumps(batches.state_dict()))
+        return got, None
+
+    whole, _ = ids()
+    first, state = ids(stop_after=5)
+    assert first + ids(state=state)[0] == whole
+    assert sorted(i for batch in whole for i in batch) == list(range(120))
