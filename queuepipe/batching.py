@@ -756,8 +756,9 @@ class Batches:
             _close_all(self._on_stop)
 
     def state_dict(self) -> Dict[str, Any]:
-        """Where the input is: a small JSON-serialisable dict (kilobytes, whatever the size
-        of the data).
+        """Where the input is: a small JSON-serialisable dict, whose size grows with the
+        queue's capacity, never with the data (about 28 KB for a 10,000-element shuffle
+        queue, a few KB with ``shuffle="global"``).
 
         Taken after batch ``k`` (between two batches, on the thread that takes them) and
         given to :meth:`load_state_dict` of the same pipeline built in a new process, the
