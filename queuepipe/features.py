@@ -120,6 +120,7 @@ class _Planned:
         self._turns: Optional[_Turns] = None
         self._first_ticket = 0
         self._resume: Optional[Tuple[List[Tuple[int, List[int], np.ndarray]], Any]] = None
+        self._loaded: Dict[str, Any] = {}  # the state loaded, while its records wait
         self._lock = threading.Lock()
 
     def make_op(self, producer: Any, queue: Any, structure: Any) -> Callable[[], None]:
@@ -161,6 +162,9 @@ class _Planned:
     # -- the state --------------------------------------------------------------------------
 
     def state_dict(self) -> Dict[str, Any]:
+        with self._lock:
+            if self._resume is not None:  # loaded, not started: still the loaded state
+                return self._loaded
         queue = self._queue._queue if self._queue is not None else None
         held: Any = None
         if queue is not None:  # first the queue, then the plan: see the module docstring
@@ -178,6 +182,7 @@ class _Planned:
         with self._lock:
             self._first_ticket = int(state["plan"]["ticket"])
             self._resume = (opened, state["queue"]) if opened else None
+            self._loaded = state
 
     def _put_back(self, opened: List[Tuple[int, List[int], np.ndarray]], held: Any) -> None:
         """Reads the saved records again: those that were in the queue go back in the

@@ -379,3 +379,12 @@ def test_a_keyed_reader_names_a_bad_key_and_a_record_cut_short(shards, tmp_path)
             queue.enqueue(item)
             with pytest.raises(error, match=message):
                 qp.KeyedRecordReader().read(queue)
+
+
+def test_a_state_saved_before_the_first_batch_of_a_resumed_run_is_the_loaded_one(shards):
+    whole, _ = run(shards)
+    first, state = run(shards, stop_after=8)
+    with qp.Pipeline().as_default(), pipeline(shards, state=state) as batches:
+        again = json.loads(json.dumps(batches.state_dict()))
+    assert again == state
+    assert first + run(shards, state=again)[0] == whole
