@@ -157,9 +157,9 @@ def _decoded(qp, parsed: dict, workload: str) -> dict:
     return parsed
 
 
-def pipeline_per_record(qp, files, epochs, threads, workload, options):
+def pipeline_per_record(qp, files, epochs, threads, workload, options, seed=SEED):
     """The seeds' pattern: one record per call of the producer, ``threads`` threads."""
-    filenames = qp.train.string_input_producer(files, num_epochs=epochs, shuffle=True, seed=SEED)
+    filenames = qp.train.string_input_producer(files, num_epochs=epochs, shuffle=True, seed=seed)
     reader = qp.TFRecordReader(options=options)
     specs = _specs(qp, workload)
 
@@ -168,8 +168,13 @@ def pipeline_per_record(qp, files, epochs, threads, workload, options):
         return _decoded(qp, qp.io.parse_single_example(serialized, specs), workload)
 
     return qp.train.shuffle_batch(example, batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
-                                  min_after_dequeue=BUFFER, num_threads=threads, seed=SEED,
+                                  min_after_dequeue=BUFFER, num_threads=threads, seed=seed,
                                   allow_smaller_final_batch=True)
+
+
+def pipeline_per_record_seeded(qp, files, epochs, threads, workload, options):
+    """``qp_per_record`` with seeds: its threads take turns (bench_order.py)."""
+    return pipeline_per_record(qp, files, epochs, threads, workload, options, seed=0)
 
 
 def pipeline_bulk(qp, files, epochs, threads, workload, options, seed=SEED, shuffle="buffer"):
@@ -232,7 +237,8 @@ def pipeline_compat(qp, files, epochs, threads, workload, options):
 
 PIPELINES = {"qp_per_record": pipeline_per_record, "qp_bulk": pipeline_bulk,
              "compat_per_record": pipeline_compat, "qp_bulk_seeded": pipeline_bulk_seeded,
-             "qp_bulk_global": pipeline_bulk_global}
+             "qp_bulk_global": pipeline_bulk_global,
+             "qp_per_record_seeded": pipeline_per_record_seeded}
 # The main table's threads: the seeds' 2 per record, the fastest 1 for bulk.
 THREADS = {"qp_per_record": 2, "qp_bulk": 1, "compat_per_record": 2}
 NATIVE = ("qp_per_record", "qp_bulk")  # the pipelines of the scaling table

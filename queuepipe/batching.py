@@ -81,6 +81,9 @@ __all__ = ["Batches", "batch", "shuffle_batch", "batch_join", "shuffle_batch_joi
 
 _log = logging.getLogger(__name__)
 
+# The state of a seeded batching function: the batches delivered, passed over on resuming.
+_REPLAY_FORMAT = "queuepipe.batches/replay-1"
+
 # How long stopping waits for runner threads before it names the ones still alive.
 STOP_GRACE_PERIOD_SECS = 10.0
 
@@ -488,6 +491,54 @@ class _DeferredQueue:
         return f"<batch queue '{self._name}' capacity={self._capacity}, no element yet>"
 
 
+class _Rotation:
+    """The turns of a seeded batching runner's ops: one op call at a time, in a fixed round
+    robin over the ops still running, so that the elements arrive in an order the threads'
+    timing cannot change (the producers are Python holding the GIL: taking turns costs
+    them nothing they had)."""
+
+    def __init__(self, count: int, queue: "_DeferredQueue") -> None:
+        self._live = list(range(count))
+        self._at = 0  # the place in _live whose turn it is
+        self._queue = queue
+        self._changed = threading.Condition()
+
+    def run(self, k: int, op: Callable[[], None]) -> None:
+        """Runs op ``k`` in its turn; an op that raises (its input ended) leaves the round.
+
+        Raises:
+          CancelledError: the queue closed while the op waited for its turn.
+        """
+        with self._changed:
+            while self._live[self._at] != k:
+                if self._queue.is_closed():
+                    raise CancelledError(f"Queue '{self._queue.name}' is closed.")
+                self._changed.wait(_WAIT_SLICE_SECS)
+        try:
+            op()
+        except BaseException:
+            with self._changed:
+                del self._live[self._at]
+                self._at = self._at % len(self._live) if self._live else 0
+                self._changed.notify_all()
+            raise
+        with self._changed:
+            self._at = (self._at + 1) % len(self._live)
+            self._changed.notify_all()
+
+
+class _InTurn:
+    """An op that runs in its turn of a :class:`_Rotation`."""
+
+    def __init__(self, rotation: _Rotation, k: int, op: Callable[[], None]) -> None:
+        self._rotation = rotation
+        self._k = k
+        self._op = op
+
+    def __call__(self) -> None:
+        self._rotation.run(self._k, self._op)
+
+
 class _EnqueueOp:
     """One enqueue op of a batching runner: call the producer, filter, enqueue.
 
@@ -502,12 +553,16 @@ class _EnqueueOp:
     """
 
     def __init__(self, producer: Callable[[], Any], queue: _DeferredQueue,
-                 structure: _Structure, enqueue_many: bool, keep_input: Any) -> None:
+                 structure: _Structure, enqueue_many: bool, keep_input: Any,
+                 fixed_group: bool = False) -> None:
         self._producer = producer
         self._queue = queue
         self._structure = structure
         self._enqueue_many = enqueue_many
         self._keep_input = keep_input
+        # In a rotation the group is always _GROUP_SIZE elements: a size taken from the
+        # queue's room would let timing decide how a join's producers interleave.
+        self._fixed_group = fixed_group
         self._stage: Any = None  # this op's stage on the real queue, from the first element
 
     def __call__(self) -> None:
@@ -531,7 +586,8 @@ class _EnqueueOp:
         the queue is full, as ``enqueue``); also when the producer raises, before its
         exception propagates."""
         real = self._queue._queue
-        group = 1 if real is None else max(1, min(_GROUP_SIZE, real._room()))
+        group = _GROUP_SIZE if self._fixed_group else \
+            1 if real is None else max(1, min(_GROUP_SIZE, real._room()))
         producer, to_queue, keep_input = self._producer, self._structure.to_queue, \
             self._keep_input
         try:
@@ -626,6 +682,9 @@ class Batches:
         self._pid = os.getpid()
         self._length: Optional[int] = None  # batches in all, where known (read_batch_features)
         self._saver: Any = None  # keeps the state, where there is one (read_batch_features)
+        self._replayable = False  # seeded: a state is the number of batches delivered
+        self._delivered = 0
+        self._replay = 0  # batches a loaded state says to pass over before the next one
         self._on_stop: List[Callable[[], None]] = []  # closers of what the runners used
         # kept alive by weakref itself
         weakref.finalize(self, _stop_abandoned, self._group, self._on_stop)
@@ -692,6 +751,14 @@ class Batches:
         """
         self._check_process()
         self._ensure_started()
+        while self._replay:  # a loaded replay state: the batches delivered before it
+            self._take(None)
+            self._replay -= 1
+        batch = self._take(timeout)
+        self._delivered += 1
+        return batch
+
+    def _take(self, timeout: Optional[float]) -> Any:
         try:
             if self._allow_smaller:
                 batch = self._queue.dequeue_up_to(self._batch_size, timeout=timeout)
@@ -756,23 +823,30 @@ class Batches:
             _close_all(self._on_stop)
 
     def state_dict(self) -> Dict[str, Any]:
-        """Where the input is: a small JSON-serialisable dict, whose size grows with the
-        queue's capacity, never with the data (about 28 KB for a 10,000-element shuffle
-        queue, a few KB with ``shuffle="global"``).
+        """Where the input is: a small JSON-serialisable dict.
 
         Taken after batch ``k`` (between two batches, on the thread that takes them) and
         given to :meth:`load_state_dict` of the same pipeline built in a new process, the
         pipeline goes on with exactly the records this one would deliver after batch ``k``:
         every record of the epoch once over the two runs, and with a ``seed`` the very same
-        batches. It holds the epoch, the cursor in the files, the records read and not
-        delivered (as positions in the files, never their data), and the shuffle's state.
+        batches.
 
-        Only :func:`read_batch_features` batches have one (a producer function's position
-        cannot be saved).
+        * :func:`read_batch_features`: the epoch, the cursor in the files, the records read
+          and not delivered (as positions in the files, never their data) and the shuffle's
+          state; its size grows with the queue's capacity, never with the data (about 28 KB
+          for a 10,000-element shuffle queue, a few KB with ``shuffle="global"``). Resuming
+          reads only the records not delivered.
+        * A seeded shuffle batching function (``shuffle_batch(seed=...)`` and kin): the
+          number of batches delivered. Its producers are functions, whose position cannot be
+          saved; but seeded, its batches are a function of the seed and the input, so
+          resuming passes over that many batches first (it costs the time they took).
 
         Raises:
-          TypeError: these batches have no state.
+          TypeError: these batches have no state: an unseeded batching function's.
         """
+        if self._saver is None and self._replayable:
+            return {"format": _REPLAY_FORMAT, "batches": self._delivered,
+                    "batch_size": self._batch_size}
         return self._state_keeper().state_dict()
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -784,18 +858,31 @@ class Batches:
           RuntimeError: a batch was already taken.
           InvalidArgumentError: the state is not one of this pipeline's.
         """
-        keeper = self._state_keeper()
+        keeper = self._saver if self._saver is not None or not self._replayable \
+            else None
+        if keeper is None:
+            if not isinstance(state, dict) or state.get("format") != _REPLAY_FORMAT \
+                    or state.get("batch_size") != self._batch_size:
+                raise InvalidArgumentError(
+                    f"not a state of these batches ({_REPLAY_FORMAT}, batch_size "
+                    f"{self._batch_size}): {str(state)[:80]!r}")
+        else:
+            keeper = self._state_keeper()
         with self._lock:
             if self._checked_start:
                 raise RuntimeError("load_state_dict: load the state before the first batch")
-        keeper.load_state_dict(state)
+            if keeper is None:
+                self._replay = self._delivered = int(state["batches"])
+        if keeper is not None:
+            keeper.load_state_dict(state)
 
     def _state_keeper(self) -> Any:
         if self._saver is None:
             raise TypeError(
-                f"batches of queue '{self._queue.name}' have no state: only "
-                f"read_batch_features knows the position of its input (a producer function's "
-                f"cannot be saved)")
+                f"batches of queue '{self._queue.name}' have no state: an unseeded batching "
+                f"function's order depends on its threads' timing, and a producer function's "
+                f"position cannot be saved; give a seed (its state is then the number of "
+                f"batches delivered), or use read_batch_features")
         return self._saver
 
     def __enter__(self) -> "Batches":
@@ -879,12 +966,12 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
     shuffle = min_after_dequeue is not None
     if shuffle:
         min_after_dequeue = _check_min_after_dequeue(min_after_dequeue, capacity)
-    # With a seed and elements arriving in a fixed order (one thread, or ordered ops), each
-    # batch is drawn from the first elements in arrival order, so that thread timing cannot
-    # change the pool it is drawn from: the pipeline then repeats exactly.
-    shuffle_queue = _ArrivalPoolShuffleQueue \
-        if seed is not None and (ordered or len(producers) * threads_per_producer == 1) \
-        else RandomShuffleQueue
+    # With a seed the elements arrive in a fixed order (the ops take turns, or are ordered
+    # by their own plan), and each batch is drawn from the first elements in arrival order,
+    # so that thread timing cannot change the pool it is drawn from: the pipeline then
+    # repeats exactly, whatever the number of threads.
+    shuffle_queue = _ArrivalPoolShuffleQueue if seed is not None else RandomShuffleQueue
+    rotate = seed is not None and not ordered and len(producers) * threads_per_producer > 1
     keep_input = _check_keep_input(keep_input, enqueue_many)
     shapes = _check_shapes(shapes)
 
@@ -901,13 +988,19 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
     queue_name = f"{scope}/{kind}"
     queue = _DeferredQueue(make, shapes, dynamic_pad, capacity, queue_name)
     structure = structure if structure is not None else _Structure()
-    ops = [make_op(producer, queue, structure) if make_op is not None else
-           _EnqueueOp(producer, queue, structure, enqueue_many, keep_input)
-           for producer in producers for _ in range(threads_per_producer)]
+    ops: List[Callable[[], None]] = [
+        make_op(producer, queue, structure) if make_op is not None else
+        _EnqueueOp(producer, queue, structure, enqueue_many, keep_input, fixed_group=rotate)
+        for producer in producers for _ in range(threads_per_producer)]
+    if rotate:
+        rotation = _Rotation(len(ops), queue)
+        ops = [_InTurn(rotation, k, op) for k, op in enumerate(ops)]
     runner = QueueRunner(queue, ops)
     pipeline = get_default_pipeline()
     pipeline.add_queue_runner(runner)
-    return Batches(queue, runner, pipeline, batch_size, allow_smaller_final_batch, structure)
+    batches = Batches(queue, runner, pipeline, batch_size, allow_smaller_final_batch, structure)
+    batches._replayable = seed is not None
+    return batches
 
 
 
@@ -1057,13 +1150,16 @@ def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
     better and takes longer to fill; TF1 code used ``capacity = min_after_dequeue +
     3 * batch_size``.
 
-    Reproducibility: the queue draws with its own generator seeded by ``seed``; but which
-    elements a draw chooses from depends on how far the threads got. So with ``seed`` and one
-    thread, each batch is drawn from the first ``min_after_dequeue + batch_size`` elements
-    held, in the order they arrived (later arrivals wait for the next batch), and with a
-    deterministic producer (a seeded producer and reader upstream, one thread each) the
-    batches repeat exactly, run after run. With more threads the multiset of each epoch is
-    still exact; the order is not.
+    Reproducibility (beyond TF): with ``seed``, the ``num_threads`` threads take turns, one
+    producer call (a group of elements) at a time in a fixed round robin, and each batch is
+    drawn from the first ``min_after_dequeue + batch_size`` elements held, in the order they
+    arrived (later arrivals wait for the next batch). With a deterministic producer (seeded
+    producers and readers upstream) the batches are then a function of the seed and the
+    input, whatever ``num_threads``, run after run; and :meth:`Batches.state_dict` is the
+    number of batches delivered, which a new process passes over to resume. Taking turns
+    costs nothing measurable: the producers are Python holding the GIL (see
+    docs/performance.md). Without a seed the threads run freely: the multiset of each
+    epoch is exact, the order is not.
 
     Args:
       tensors: the producer, as for :func:`batch`.

@@ -279,10 +279,10 @@ class _ArrivalPoolShuffleQueue(RandomShuffleQueue):
     n`` elements it holds, in the order they arrived (from all, when it holds fewer).
 
     What it hands out then depends only on the order of its elements, not on how far ahead
-    of the consumer the producer got: fed by one thread with a seed, it repeats exactly,
+    of the consumer the producer got: fed in a fixed order with a seed, it repeats exactly,
     while its producer still runs ahead into the rest of the capacity. (TF's queue, and
-    :class:`RandomShuffleQueue`, draw from every element held.) The seeded one-thread
-    batching functions use it.
+    :class:`RandomShuffleQueue`, draw from every element held.) The seeded batching
+    functions use it (their threads take turns, so that the order is fixed).
     """
 
     def _pool(self, n: int) -> int:

@@ -209,11 +209,77 @@ def test_a_changed_file_is_named_when_resuming(shards, tmp_path):
         run(copies, state=state, randomize_input=False)
 
 
-def test_batching_functions_with_a_producer_have_no_state():
+def test_unseeded_batching_functions_with_a_producer_have_no_state():
     with qp.Pipeline().as_default():
-        batches = qp.train.batch(lambda: 1, 2)
-        with pytest.raises(TypeError, match="only read_batch_features knows the position"):
-            batches.state_dict()
+        for batches in (qp.train.batch(lambda: 1, 2),
+                        qp.train.shuffle_batch(lambda: 1, 2, 10, 2, num_threads=2)):
+            with pytest.raises(TypeError, match=r"have no state: an unseeded batching function"
+                                                r".*give a seed .*or use read_batch_features"):
+                batches.state_dict()
+            batches.close()
+
+
+# -- the batching functions with a producer, seeded -------------------------------------------
+
+
+def shuffled_ids(shards, threads, join=0, stop_after=None, state=None):
+    """``shuffle_batch`` (or with ``join`` readers ``shuffle_batch_join``) over a seeded
+    string_input_producer and TFRecordReaders: each batch's ids, and the state."""
+    with qp.Pipeline().as_default():
+        files = qp.train.string_input_producer(shards, num_epochs=EPOCHS, seed=3)
+
+        def producer():
+            reader = qp.TFRecordReader()
+            return lambda: qp.io.parse_single_example(reader.read(files)[1], FEATURES)["id"]
+
+        options = dict(batch_size=16, capacity=140, min_after_dequeue=100, seed=1,
+                       allow_smaller_final_batch=True)
+        batches = qp.train.shuffle_batch_join([producer() for _ in range(join)], **options) \
+            if join else qp.train.shuffle_batch(producer(), num_threads=threads, **options)
+        if state is not None:
+            batches.load_state_dict(state)
+        got = []
+        with batches:
+            for ids in batches:
+                got.append(ids.tolist())
+                if len(got) == stop_after:
+                    return got, json.loads(json.dumps(batches.state_dict()))
+    return got, None
+
+
+def test_a_seeded_shuffle_batch_gives_the_same_batches_for_any_num_threads(shards):
+    one, _ = shuffled_ids(shards, 1)
+    assert Counter(flat(one)) == EVERY_RECORD
+    assert flat(one)[:RECORDS] != sorted(flat(one)[:RECORDS])
+    for threads in (2, 4):
+        assert shuffled_ids(shards, threads)[0] == one, threads
+
+
+def test_a_seeded_shuffle_batch_join_repeats_its_interleaving(shards):
+    first, _ = shuffled_ids(shards, 0, join=3)
+    assert Counter(flat(first)) == EVERY_RECORD
+    assert all(shuffled_ids(shards, 0, join=3)[0] == first for _ in range(2))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_a_seeded_shuffle_batch_resumes_by_replaying_its_batches(shards, threads):
+    whole, _ = shuffled_ids(shards, threads)
+    for k in sorted(np.random.default_rng(threads).choice(len(whole) - 1, 2, replace=False)):
+        first, state = shuffled_ids(shards, threads, stop_after=int(k) + 1)
+        assert state == {"format": "queuepipe.batches/replay-1", "batches": int(k) + 1,
+                         "batch_size": 16}
+        rest, _ = shuffled_ids(shards, 5 - threads, state=state)
+        assert first + rest == whole
+
+
+def test_a_replay_state_of_another_batch_size_is_refused():
+    with qp.Pipeline().as_default():
+        batches = qp.train.shuffle_batch(lambda: 1, 4, 10, 2, seed=0)
+        with pytest.raises(InvalidArgumentError, match=r"not a state of these batches "
+                                                       r"\(queuepipe.batches/replay-1, "
+                                                       r"batch_size 4\)"):
+            batches.load_state_dict({"format": "queuepipe.batches/replay-1", "batches": 3,
+                                     "batch_size": 8})
         batches.close()
 
 
