@@ -836,15 +836,25 @@ class Batches:
           state; its size grows with the queue's capacity, never with the data (about 28 KB
           for a 10,000-element shuffle queue, a few KB with ``shuffle="global"``). Resuming
           reads only the records not delivered.
-        * A seeded shuffle batching function (``shuffle_batch(seed=...)`` and kin): the
-          number of batches delivered. Its producers are functions, whose position cannot be
-          saved; but seeded, its batches are a function of the seed and the input, so
-          resuming passes over that many batches first (it costs the time they took).
+        * A seeded shuffle batching function (``shuffle_batch(seed=...)`` and kin), or a
+          ``batch`` with one thread: the number of batches delivered. Its producers are
+          functions, whose position cannot be saved; but its batches are then a function of
+          the seeds and the input, so resuming passes over that many batches first (it costs
+          the time they took). Its producers must repeat too: an input producer upstream
+          that shuffles without a seed is refused.
 
         Raises:
-          TypeError: these batches have no state: an unseeded batching function's.
+          TypeError: these batches have no state: an unseeded batching function's with
+            several threads, or one fed by an unseeded shuffling producer.
         """
         if self._saver is None and self._replayable:
+            shuffled = [runner.name for runner in self._group._runners
+                        for op in runner.enqueue_ops if not getattr(op, "repeatable", True)]
+            if shuffled:
+                raise TypeError(
+                    f"batches of queue '{self._queue.name}' cannot be replayed: producer "
+                    f"'{shuffled[0]}' upstream shuffles without a seed, so a new process "
+                    f"would see another order; give it a seed")
             return {"format": _REPLAY_FORMAT, "batches": self._delivered,
                     "batch_size": self._batch_size}
         return self._state_keeper().state_dict()
@@ -999,7 +1009,9 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
     pipeline = get_default_pipeline()
     pipeline.add_queue_runner(runner)
     batches = Batches(queue, runner, pipeline, batch_size, allow_smaller_final_batch, structure)
-    batches._replayable = seed is not None
+    # Repeatable, given repeatable producers: seeded (the threads take turns), or one
+    # thread into a FIFO queue.
+    batches._replayable = seed is not None or (not shuffle and len(ops) == 1)
     return batches
 
 

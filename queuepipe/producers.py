@@ -174,6 +174,12 @@ class _EpochFeeder:
         self._lock = threading.Lock()
         self._epoch = 0
 
+    @property
+    def repeatable(self) -> bool:
+        """Whether every run gives the same order (unshuffled, or seeded): what a replayed
+        state of the batches downstream needs."""
+        return not self._shuffle or self._seed is not None
+
     def _resolve(self) -> np.ndarray:
         """The items; a callable source (``match_filenames_once``) is called the first time."""
         if callable(self._items):

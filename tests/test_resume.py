@@ -211,8 +211,8 @@ def test_a_changed_file_is_named_when_resuming(shards, tmp_path):
 
 def test_unseeded_batching_functions_with_a_producer_have_no_state():
     with qp.Pipeline().as_default():
-        for batches in (qp.train.batch(lambda: 1, 2),
-                        qp.train.shuffle_batch(lambda: 1, 2, 10, 2, num_threads=2)):
+        for batches in (qp.train.batch(lambda: 1, 2, num_threads=2),
+                        qp.train.shuffle_batch(lambda: 1, 2, 10, 2)):
             with pytest.raises(TypeError, match=r"have no state: an unseeded batching function"
                                                 r".*give a seed .*or use read_batch_features"):
                 batches.state_dict()
@@ -454,3 +454,36 @@ def test_a_state_saved_before_the_first_batch_of_a_resumed_run_is_the_loaded_one
         again = json.loads(json.dumps(batches.state_dict()))
     assert again == state
     assert first + run(shards, state=again)[0] == whole
+
+
+def test_a_replay_state_needs_repeatable_producers_upstream(shards):
+    with qp.Pipeline().as_default():
+        files = qp.train.string_input_producer(shards, num_epochs=1, name="unseeded_files")
+        reader = qp.TFRecordReader()
+        batches = qp.train.shuffle_batch(lambda: reader.read(files)[1], 4, 20, 5, seed=0)
+        with pytest.raises(TypeError, match=r"producer 'unseeded_files' upstream shuffles "
+                                            r"without a seed"):
+            batches.state_dict()
+        batches.close()
+
+
+def test_a_one_thread_batch_resumes_by_replay(shards):
+    def ids(state=None, stop_after=None):
+        with qp.Pipeline().as_default():
+            files = qp.train.string_input_producer(shards, num_epochs=1, shuffle=False)
+            reader = qp.TFRecordReader()
+            batches = qp.train.batch(lambda: reader.read(files)[0], 7,
+                                     allow_smaller_final_batch=True)
+            if state is not None:
+                batches.load_state_dict(state)
+            got = []
+            with batches:
+                for keys in batches:
+                    got.append(keys.tolist())
+                    if len(got) == stop_after:
+                        return got, batches.state_dict()
+        return got, None
+
+    whole, _ = ids()
+    first, state = ids(stop_after=30)
+    assert first + ids(state=state)[0] == whole and len(flat(whole)) == RECORDS
