@@ -68,7 +68,7 @@ from queuepipe._elements import unique_name
 from queuepipe._queue_base import wait_holding
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgumentError, \
-    NotFoundError, OutOfRangeError
+    OutOfRangeError
 from queuepipe.queues import FIFOQueue, PaddingFIFOQueue, RandomShuffleQueue, \
     _ArrivalPoolShuffleQueue
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup, get_default_pipeline, \
