@@ -236,14 +236,20 @@ def shuffled_ids(shards, threads, join=0, stop_after=None, state=None):
                        allow_smaller_final_batch=True)
         batches = qp.train.shuffle_batch_join([producer() for _ in range(join)], **options) \
             if join else qp.train.shuffle_batch(producer(), num_threads=threads, **options)
-        if state is not None:
-            batches.load_state_dict(state)
-        got = []
-        with batches:
-            for ids in batches:
-                got.append(ids.tolist())
-                if len(got) == stop_after:
-                    return got, json.loads(json.dumps(batches.state_dict()))
+        return taken(batches, stop_after, state)
+
+
+def taken(batches, stop_after=None, state=None):
+    """Each batch as a list, from ``state`` if given; with ``stop_after`` batches, also the
+    state there, through JSON as a user would store it."""
+    if state is not None:
+        batches.load_state_dict(state)
+    got = []
+    with batches:
+        for batch in batches:
+            got.append(batch.tolist())
+            if len(got) == stop_after:
+                return got, json.loads(json.dumps(batches.state_dict()))
     return got, None
 
 
@@ -474,15 +480,7 @@ def test_a_one_thread_batch_resumes_by_replay(shards):
             reader = qp.TFRecordReader()
             batches = qp.train.batch(lambda: reader.read(files)[0], 7,
                                      allow_smaller_final_batch=True)
-            if state is not None:
-                batches.load_state_dict(state)
-            got = []
-            with batches:
-                for keys in batches:
-                    got.append(keys.tolist())
-                    if len(got) == stop_after:
-                        return got, batches.state_dict()
-        return got, None
+            return taken(batches, stop_after, state)
 
     whole, _ = ids()
     first, state = ids(stop_after=30)
