@@ -12,10 +12,10 @@ In one run, on ``bench.py``'s workloads (written there if missing):
    plan order (a thread waits for its turn) so that its batches repeat for any threads; the
    target is a seeded rate at least 0.90x the unseeded one on mnist. Also the per-record
    ``shuffle_batch`` pipeline (``qp_per_record``) on mnist, whose seeded threads take turns.
-2. **Global against buffer shuffle**: speed on mnist (``.index`` files written beside the
-   shards when missing, by ``queuepipe index``); and how well each mixes a dataset written
-   in label order (``DATA/mnist-sorted/``: the mnist records sorted by label, 8 shards of
-   consecutive records). For each label, the mean place of its records in one epoch (0 is
+2. **Global against buffer shuffle** (both seeded): speed on mnist, float and tokens
+   (``.index`` files written beside the shards when missing, by ``queuepipe index``); and
+   how well each mixes a dataset written in label order (``DATA/mnist-sorted/``: the mnist
+   records sorted by label, 8 shards of consecutive records). For each label, the mean place of its records in one epoch (0 is
    the start, 1 the end): a uniform shuffle gives 0.5 for every label, the sorted order
    0.05 for label 0 and 0.95 for label 9. Printed: the largest distance from 0.5.
 
@@ -105,15 +105,15 @@ def main(argv=None) -> int:
     if not os.path.exists(os.path.join(data, "truth.npz")):
         log(f"writing the workloads under {data}")
         bench.write_workloads(data, 60000, 8)
-    write_indexes(os.path.join(data, "mnist"))
     configs = {}
     for workload in WORKLOADS:
+        write_indexes(os.path.join(data, workload))
         for threads in (1, 2):
-            for name in ("qp_bulk", "qp_bulk_seeded"):
+            for name in ("qp_bulk", "qp_bulk_seeded", "qp_bulk_global"):
                 configs[(workload, threads, name)] = bench.child_argv(
                     name, data, args.epochs, threads, workload)
     for threads in (1, 2):
-        for name in ("qp_bulk_global", "qp_per_record", "qp_per_record_seeded"):
+        for name in ("qp_per_record", "qp_per_record_seeded"):
             configs[("mnist", threads, name)] = bench.child_argv(
                 name, data, args.epochs, threads, "mnist")
     log(f"{args.repeat} runs of {len(configs)} configurations")
@@ -147,15 +147,19 @@ def main(argv=None) -> int:
 
     sorted_folder = write_sorted(data)
     buffer_mix, global_mix = mixing(sorted_folder), mixing(sorted_folder, shuffle="global")
-    print("| mnist | threads | steady rate | CPU per record | label-sorted data: largest "
-          "distance of a label's mean place from 0.5 |")
-    print("|---|---|---|---|---|")
-    for threads in (1, 2):
-        for label, name, mix in (("buffer", "qp_bulk_seeded", buffer_mix),
-                                 ("global", "qp_bulk_global", global_mix)):
-            key = ("mnist", threads, name)
-            print(f"| {label} shuffle (seeded) | {threads} | {steady[key] / 1000:,.0f}k/s | "
-                  f"{cpu[key]:.1f} us | {mix:.3f} |")
+    print("| workload | threads | buffer shuffle | global shuffle | global / buffer | CPU per "
+          "record, buffer / global |")
+    print("|---|---|---|---|---|---|")
+    for workload in WORKLOADS:
+        for threads in (1, 2):
+            buffer, whole = (steady[(workload, threads, n)]
+                             for n in ("qp_bulk_seeded", "qp_bulk_global"))
+            buffer_cpu, whole_cpu = (cpu[(workload, threads, n)]
+                                     for n in ("qp_bulk_seeded", "qp_bulk_global"))
+            print(f"| {workload} | {threads} | {buffer / 1000:,.0f}k/s | {whole / 1000:,.0f}k/s "
+                  f"| {whole / buffer:.2f}x | {buffer_cpu:.1f} us / {whole_cpu:.1f} us |")
+    print(f"\nlabel-sorted mnist, largest distance of a label's mean place from 0.5: buffer "
+          f"{buffer_mix:.3f}, global {global_mix:.3f}")
     print("\n(0.5 is the sorted order's own distance for a label at either end; 0 is uniform)")
     return 0
 

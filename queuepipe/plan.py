@@ -41,7 +41,7 @@ import numpy as np
 
 from queuepipe.errors import InvalidArgumentError, NotFoundError, OutOfRangeError
 from queuepipe.permutation import Permutation
-from queuepipe.readers import ReaderBase, TFRecordReader, _object_array
+from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe.records import unframe_many
 from queuepipe.remote import is_remote
 from queuepipe.shards import index_mismatch, read_index
@@ -192,8 +192,7 @@ class ReadPlan:
         with self._lock:
             where = self._next_global()
         files, offsets, _ = self._located(where)
-        return _object_array([b"%s:%d" % (os.fsencode(self._files[f]), o)
-                              for f, o in zip(files.tolist(), offsets.tolist())])
+        return self._keys(files, offsets)
 
     def _ended(self) -> bool:
         return self._num_epochs is not None and self._epoch >= self._num_epochs
@@ -288,11 +287,17 @@ class ReadPlan:
             for view in [*frames, *views.values()]:
                 if view is not None:
                     view.release()
-        keys = None
-        if self._keyed:
-            keys = _object_array([b"%s:%d" % (os.fsencode(self._files[f]), o)
-                                  for f, o in zip(file_list, offset_list)])
-        return values, keys
+        return values, self._keys(files, offsets) if self._keyed else None
+
+    def _keys(self, files: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """The keys ``b"<file>:<offset>"`` of records, formatted file by file as a reader
+        formats its own."""
+        keys = np.empty(len(files), dtype=object)
+        for file in np.unique(files).tolist():
+            places = np.flatnonzero(files == file)
+            keys[places] = _format_keys(os.fsencode(self._files[file]),
+                                        offsets[places].tolist())
+        return keys
 
     def _located(self, where: List[int]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The file, offset and framed length of each record of a ``"global"`` chunk."""

@@ -111,9 +111,10 @@ def unframe_many(frames: Sequence[Buffer], lengths: np.ndarray,
     ``lengths[i]`` bytes points at, a memory map's slice say), as an object array of bytes,
     after checking each one's length and both checksums.
 
-    Records of one length are checked together, with no Python per record: their headers
-    by a table-driven CRC vectorized over the records, their data by one CRC-32C call over
-    all of them (see :func:`_run_checks_out`), one call each only to find a damaged one.
+    The headers of all records are checked at once (a table-driven CRC vectorized over the
+    records). The data of records that share their length with at least ``_MIN_RUN``
+    others is checked by one CRC-32C call over all of them (see :func:`_run_checks_out`);
+    the rest, one C call each, with no Python frame per record.
 
     Args:
       where: ``i`` -> (file, offset) of record ``i``, for the messages.
@@ -122,8 +123,9 @@ def unframe_many(frames: Sequence[Buffer], lengths: np.ndarray,
       DataLossError: a damaged record, naming its file and offset as the record scanner's
         messages do.
     """
-    out = np.empty(len(frames), dtype=object)
-    sizes = np.fromiter(map(len, frames), dtype=np.int64, count=len(frames))
+    n = len(frames)
+    out = np.empty(n, dtype=object)
+    sizes = np.fromiter(map(len, frames), dtype=np.int64, count=n)
     short = np.flatnonzero((sizes != lengths) | (lengths < FRAME_BYTES))
     if len(short):
         i = int(short[0])
@@ -131,44 +133,69 @@ def unframe_many(frames: Sequence[Buffer], lengths: np.ndarray,
         raise DataLossError(f"truncated record at {offset}: the record needs "
                             f"{int(lengths[i])} bytes, the file holds {int(sizes[i])} from "
                             f"there, in file '{path}'", path=path, offset=offset)
-    for stride in np.unique(lengths).tolist():
+    if not n:
+        return out
+    headers = np.frombuffer(b"".join([frame[:HEADER_BYTES] for frame in frames]),
+                            dtype=np.uint8).reshape(n, HEADER_BYTES)
+    _check_headers(headers, lengths - FRAME_BYTES, where)
+    strides, counts = np.unique(lengths, return_counts=True)
+    for stride in strides[counts >= _MIN_RUN].tolist():
         group = np.flatnonzero(lengths == stride)
-        joined = b"".join([frames[i] for i in group.tolist()])
-        rows = np.frombuffer(joined, dtype=np.uint8).reshape(len(group), stride)
-        out[group] = _unframe_rows(rows, lambda k: where(int(group[k])))
+        rows = np.frombuffer(b"".join([frames[i] for i in group.tolist()]),
+                             dtype=np.uint8).reshape(len(group), stride)
+        out[group] = _run_data(rows, lambda k: where(int(group[k])))
+    rest = np.flatnonzero(np.isin(lengths, strides[counts < _MIN_RUN])).tolist()
+    if rest:
+        records = [bytes(frames[i][HEADER_BYTES:-4]) for i in rest]
+        stored = np.frombuffer(b"".join([frames[i][-4:] for i in rest]), dtype="<u4")
+        _check_data(records, stored, lambda k: where(rest[k]))
+        out[rest] = records
     return out
 
 
-def _unframe_rows(frames: np.ndarray, where: Callable[[int], Tuple[str, int]]) -> List[bytes]:
-    """The checked data of ``frames``, ``[count, stride]`` uint8 rows of one length."""
-    count, length = len(frames), frames.shape[1] - FRAME_BYTES
-    crc = np.full(count, 0xFFFFFFFF, dtype=np.uint32)
+def _check_headers(headers: np.ndarray, sizes: np.ndarray,
+                   where: Callable[[int], Tuple[str, int]]) -> None:
+    """Checks ``[count, 12]`` uint8 record headers: their length checksums, and that each
+    gives ``sizes`` data bytes."""
+    crc = np.full(len(headers), 0xFFFFFFFF, dtype=np.uint32)
     for k in range(8):
-        crc = _CRC_TABLE[(crc ^ frames[:, k]) & 0xFF] ^ (crc >> 8)
+        crc = _CRC_TABLE[(crc ^ headers[:, k]) & 0xFF] ^ (crc >> 8)
     crc ^= np.uint32(0xFFFFFFFF)
     masked = ((crc >> 15) | (crc << 17)) + np.uint32(_MASK_DELTA)
-    stored = np.ascontiguousarray(frames[:, 8:HEADER_BYTES]).view("<u4").ravel()
-    sizes = np.ascontiguousarray(frames[:, :8]).view("<u8").ravel()
-    damaged = np.flatnonzero((masked != stored) | (sizes != length))
+    stored = np.ascontiguousarray(headers[:, 8:HEADER_BYTES]).view("<u4").ravel()
+    given = np.ascontiguousarray(headers[:, :8]).view("<u8").ravel()
+    damaged = np.flatnonzero((masked != stored) | (given != sizes))
     if len(damaged):
         i = int(damaged[0])
         path, offset = where(i)
         what = "length checksum mismatch" if masked[i] != stored[i] else \
-            f"its header gives {int(sizes[i])} data bytes, its index entry {length}"
+            f"its header gives {int(given[i])} data bytes, its index entry {int(sizes[i])}"
         raise DataLossError(f"corrupted record at {offset}: {what} in file '{path}'",
                             path=path, offset=offset)
+
+
+def _check_data(records: List[bytes], stored: np.ndarray,
+                where: Callable[[int], Tuple[str, int]]) -> None:
+    """Checks each record's data against its stored (masked) checksum, one C call each."""
+    computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=len(records))
+    good = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
+        + np.uint32(_MASK_DELTA) == stored
+    if not good.all():
+        path, offset = where(int(good.argmin()))
+        raise DataLossError(f"corrupted record at {offset + HEADER_BYTES}: data checksum "
+                            f"mismatch in file '{path}'", path=path,
+                            offset=offset + HEADER_BYTES)
+
+
+def _run_data(frames: np.ndarray, where: Callable[[int], Tuple[str, int]]) -> List[bytes]:
+    """The data of ``frames``, ``[count, stride]`` uint8 rows of one length whose headers
+    are checked, after checking it in one call (one call each only to find the damage)."""
+    length = frames.shape[1] - FRAME_BYTES
     records = frames[:, HEADER_BYTES:HEADER_BYTES + length].view(f"V{length}")[:, 0] \
-        .tolist() if length else [b""] * count
+        .tolist() if length else [b""] * len(frames)
     if not _run_checks_out(frames, length):
-        computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
-        good = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
-            + np.uint32(_MASK_DELTA) == np.ascontiguousarray(
-                frames[:, HEADER_BYTES + length:]).view("<u4").ravel()
-        if not good.all():
-            path, offset = where(int(good.argmin()))
-            raise DataLossError(f"corrupted record at {offset + HEADER_BYTES}: data checksum "
-                                f"mismatch in file '{path}'", path=path,
-                                offset=offset + HEADER_BYTES)
+        _check_data(records, np.ascontiguousarray(
+            frames[:, HEADER_BYTES + length:]).view("<u4").ravel(), where)
     return records
 
 

@@ -485,3 +485,22 @@ def test_a_one_thread_batch_resumes_by_replay(shards):
     whole, _ = ids()
     first, state = ids(stop_after=30)
     assert first + ids(state=state)[0] == whole and len(flat(whole)) == RECORDS
+
+
+@pytest.mark.parametrize("damaged", [3, 20])
+def test_indexed_records_of_every_length_are_checked(damaged):
+    """Records read by offset: 16 of one length (checked as a run) and 8 of lengths of
+    their own (checked one by one); a flipped data byte is named in either."""
+    from queuepipe.records import frame, unframe_many
+
+    data = [b"r%02d" % i + b"x" * (0 if i < 16 else i) for i in range(24)]
+    frames = [frame(record) for record in data]
+    lengths = np.array([len(f) for f in frames])
+    where = lambda i: ("f", 100 * i)  # noqa: E731
+    np.testing.assert_array_equal(unframe_many(frames, lengths, where), np.array(data, object))
+    broken = bytearray(frames[damaged])
+    broken[14] ^= 1
+    frames[damaged] = bytes(broken)
+    with pytest.raises(qp.errors.DataLossError,
+                       match=rf"^corrupted record at {100 * damaged + 12}: data checksum "):
+        unframe_many(frames, lengths, where)
