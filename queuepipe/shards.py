@@ -22,6 +22,7 @@ import contextlib
 import glob
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import types
@@ -365,6 +366,10 @@ def indexed_count(path: str) -> Tuple[Optional[int], Optional[str]]:
     return len(entries), None
 
 
+# Index lines as write_shards (and the tfrecord package) write them: two decimal numbers.
+_INDEX_LINES = re.compile(rb"(?:[0-9]+[ \t]+[0-9]+[ \t]*(?:\r?\n|\Z))*")
+
+
 def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
     """Reads a ``.index`` file written by :func:`write_shards` (or the ``tfrecord`` package).
 
@@ -378,8 +383,11 @@ def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
     from queuepipe.remote import open_file
 
     with open_file(path, "rb") as f:
-        lines = f.read().decode("ascii", errors="replace").splitlines()
-    rows = []
+        data = f.read()
+    if _INDEX_LINES.fullmatch(data):  # the common case, checked and converted in C
+        return np.array(data.split(), dtype=np.int64).reshape(-1, 2)
+    lines = data.decode("ascii", errors="replace").splitlines()
+    rows = []  # line by line, to name the first bad one
     for number, line in enumerate(lines, 1):
         fields = line.split()
         if len(fields) != 2 or not all(field.isdigit() for field in fields):

@@ -334,5 +334,16 @@ def test_read_index_errors(tmp_path):
         read_index(tmp_path / "missing.index")
 
 
+def test_read_index_line_forms(tmp_path):
+    index = tmp_path / "forms.index"
+    for text, rows in [("", []), ("0 20", [[0, 20]]), ("0 20\r\n20 7 \n", [[0, 20], [20, 7]]),
+                       (" 0 20\n20\t7\n", [[0, 20], [20, 7]])]:  # the last by the slow path
+        index.write_bytes(text.encode())
+        assert read_index(index).tolist() == rows, text
+    index.write_text("0 20\n\n")
+    with pytest.raises(ValueError, match=r"forms\.index:2: an index line"):
+        read_index(index)
+
+
 def test_public_name():
     assert qp.write_shards is write_shards
