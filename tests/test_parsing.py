@@ -783,6 +783,22 @@ def test_ragged_records_take_the_bulk_walk(monkeypatch):
     assert out["tokens"].row_lengths().tolist() == [i % 9 for i in range(64)]
 
 
+@pytest.mark.parametrize("bits", [7, 14, 28, 35, 56, 63, 64])
+def test_the_ragged_walk_decodes_varints_of_every_size(monkeypatch, bits):
+    # the words of 4 bytes (varints up to 4 bytes), of 8 (up to 8), and byte by byte (9 and
+    # 10: negative values), each beside one-byte values
+    rng = np.random.default_rng(bits)
+    high = rng.integers(0, 2 ** min(bits, 63), 200, dtype=np.int64)
+    if bits == 64:
+        high = -high - 1
+    lists = [[int(v), *range(i % 50)] for i, v in enumerate(high)]  # few of any one length
+    records = [make_example({"ids": ids}).SerializeToString() for ids in lists]
+    monkeypatch.setattr(parsing, "_parse_record", lambda *a: pytest.fail("per-record parse"))
+    out = qp.io.parse_example(records, {"ids": qp.io.VarLenFeature(qp.int64)})["ids"]
+    assert out.values.tolist() == [v for ids in lists for v in ids]
+    assert out.row_lengths().tolist() == list(map(len, lists))
+
+
 @given(_ragged_batches())
 def test_parse_single_example_equals_the_general_path_record_by_record(batch):
     records, spec = batch

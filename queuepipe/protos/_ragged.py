@@ -25,6 +25,8 @@ __all__ = ["RaggedLists", "walk"]
 
 _LIST_TAGS = tuple(_LIST_NAMES)  # a Feature's bytes_list, float_list, int64_list
 _MAX_VARINT_BYTES = 10
+# Spans this long on average are cut as slices; shorter ones gathered byte by byte.
+_SLICED_SPAN = 64
 
 
 class RaggedLists:
@@ -62,11 +64,15 @@ class _Cursor:
         return self.buf[np.minimum(pos, len(self.buf) - 1)]
 
     def payload(self, start, end):
-        """The bytes ``[start[i], end[i])`` of every i, concatenated (slices joined: cheaper
-        than an index per byte)."""
-        buf = self.buf
-        return np.concatenate([buf[a:b] for a, b in zip(start.tolist(), end.tolist())]) \
-            if len(start) else np.zeros(0, dtype=np.uint8)
+        """The bytes ``[start[i], end[i])`` of every i, concatenated: long spans as slices
+        joined, short ones (one varint each, say) by one gather."""
+        sizes = end - start
+        total = int(sizes.sum())
+        if len(start) and total >= _SLICED_SPAN * len(start):
+            buf = self.buf
+            return np.concatenate([buf[a:b] for a, b in zip(start.tolist(), end.tolist())])
+        return self.buf[np.repeat(start - (np.cumsum(sizes) - sizes), sizes) +
+                        np.arange(total)]
 
     def expect(self, rows, pos, tag, limit):
         """Reads ``tag`` and a varint length at ``pos`` for ``rows``; returns the payload's
@@ -81,20 +87,21 @@ class _Cursor:
 
     def varint(self, pos):
         """The varints at ``pos`` (lengths: below 2**62 once clipped); returns (values,
-        positions after them, whether each ended within 10 bytes)."""
-        value = np.zeros(len(pos), dtype=np.uint64)
-        done = np.zeros(len(pos), dtype=bool)
-        after = pos.copy()
-        for k in range(_MAX_VARINT_BYTES):
-            byte = self.at(pos + k)
-            live = ~done
-            value[live] |= (byte[live] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-            ended = live & (byte < 0x80)
-            after[ended] = pos[ended] + k + 1
-            done |= ended
-            if done.all():
+        positions after them, whether each ended within 10 bytes). Each step reads one more
+        byte of every varint (of those still going: the others add nothing), so that the
+        usual one or two steps cost a few operations each."""
+        byte = self.at(pos)
+        value = (byte & 0x7F).astype(np.uint64)
+        going = byte >= 0x80
+        after = pos + 1
+        for k in range(1, _MAX_VARINT_BYTES):
+            if not going.any():
                 break
-        return np.minimum(value, np.uint64(1 << 62)).astype(np.int64), after, done
+            byte = self.at(pos + k)
+            value |= ((byte & 0x7F).astype(np.uint64) << np.uint64(7 * k)) * going
+            after += going
+            going &= byte >= 0x80
+        return np.minimum(value, np.uint64(1 << 62)).astype(np.int64), after, ~going
 
 
 def walk(records, keys):
@@ -194,10 +201,43 @@ def _values(cursor, tags, spans):
 
 
 def _varints(data, ends):
-    """The int64s of the varints of ``data`` ending at ``ends``, as protobuf reads them:
-    the first byte of every varint, then the second byte of those longer than one, ..."""
+    """The int64s of the varints of ``data`` ending at ``ends``, as protobuf reads them.
+
+    Varints of up to 8 bytes (every value below 2**56) are decoded at once: each one's size
+    (one more than the continuation bytes before its last byte), then the 4 or 8 bytes
+    ending at its last byte read as one little-endian word, shifted so that its first byte
+    comes lowest, and the 7-bit groups packed together. Longer ones (negative values take
+    10 bytes) go byte by byte: :func:`_long_varints`.
+    """
     if len(ends) == len(data):  # every varint one byte long: the bytes are the values
         return data.astype(np.int64)
+    n = len(data)
+    cont = data >= 0x80
+    sizes = np.ones(n, dtype=np.uint8)  # at a varint's last byte: its size
+    run, longest = cont[:-1], 1  # run[i]: the longest bytes before i + longest continue
+    while run.any():
+        if longest == 8:
+            return _long_varints(data, ends)
+        sizes[longest:] += run
+        longest += 1
+        run = run[1:] & cont[:n - longest]
+    width = 4 if longest <= 4 else 8
+    word = np.dtype(f"<u{width}")
+    padded = np.zeros(n + width - 1, dtype=np.uint8)
+    padded[width - 1:] = data
+    # words[i]: the bytes i - width + 1 .. i of data (an unaligned view, copied aligned)
+    words = np.ndarray((n,), dtype=word, buffer=padded, strides=(1,)).astype(word)
+    words = words.take(ends)
+    words >>= ((width - sizes.take(ends)) * 8).astype(word)
+    out = words & word.type(0x7F)
+    for k in range(1, longest):
+        out |= (words >> word.type(k)) & word.type(0x7F << (7 * k))
+    return out.astype(np.int64)
+
+
+def _long_varints(data, ends):
+    """:func:`_varints` of any length: the first byte of every varint, then the second
+    byte of those longer than one, ..."""
     lengths = np.diff(ends, prepend=-1)
     starts = ends - lengths + 1
     value = (data[starts] & 0x7F).astype(np.uint64)
