@@ -210,6 +210,11 @@ class SparseColumn:
     fill more than half), so holes left by elements taken cost memory until that pass, and
     each value is moved a constant number of times on average. The rank is fixed by the
     first element.
+
+    While every element written is a plain list (rank 1, its values at 0, 1, ...: what a
+    ``VarLenFeature`` parses to, :class:`~queuepipe.sparse.Rows` with ``inner`` None), the
+    arena of indices is not kept: it is made from the lengths at the first element that
+    needs it.
     """
 
     def __init__(self, rows: int, dtype: np.dtype, what: str) -> None:
@@ -223,11 +228,12 @@ class SparseColumn:
         self.inner = np.zeros((0, 0), dtype=np.int64)
         self.fill = 0  # the arena's used part
         self.live = 0  # values held by rows not cleared
+        self.listed = True  # every element held a plain list: no indices kept
 
     def resized(self, rows: int, keep: Any) -> "SparseColumn":
         grown = SparseColumn(rows, self.dtype, self.what)
         grown.rank, grown.values, grown.inner = self.rank, self.values, self.inner
-        grown.fill, grown.live = self.fill, self.live
+        grown.fill, grown.live, grown.listed = self.fill, self.live, self.listed
         grown.shape = np.zeros((rows, self.shape.shape[1]), dtype=np.int64)
         for name in ("start", "length", "shape"):
             kept = getattr(self, name)[keep]
@@ -250,26 +256,42 @@ class SparseColumn:
         if self.live + needed > size // 2:  # doubled: a gather per doubling at most
             size = max(_MIN_ARENA, 2 * size, 2 * (self.live + needed))
         values = np.empty(size, dtype=self.dtype)
-        inner = np.empty((size, self.rank or 0), dtype=np.int64)  # the rank is set first
+        # (the rank is set first)
+        inner = np.empty((0 if self.listed else size, self.rank or 0), dtype=np.int64)
         if self.live == self.fill:  # no hole: the used part moves as it is
             values[:self.fill] = self.values[:self.fill]
-            inner[:self.fill] = self.inner[:self.fill]
+            if not self.listed:
+                inner[:self.fill] = self.inner[:self.fill]
         else:
             held = np.flatnonzero(self.length)
             starts, lengths = self.start[held], self.length[held]
             gather = _segments(starts, lengths)
             values[:self.live] = self.values[gather]
-            inner[:self.live] = self.inner[gather]
+            if not self.listed:
+                inner[:self.live] = self.inner[gather]
             self.start[held] = np.cumsum(lengths) - lengths
         self.values, self.inner, self.fill = values, inner, self.live
 
+    def _unlist(self) -> None:
+        """Keeps indices from now on: those of the plain lists held are made."""
+        if not self.listed:
+            return
+        self.listed = False
+        self.inner = np.zeros((len(self.values), self.rank or 0), dtype=np.int64)
+        held = np.flatnonzero(self.length)
+        lengths = self.length[held]
+        self.inner[_segments(self.start[held], lengths), 0] = sparse.places(lengths)
+
     def write(self, index: Any, raw: sparse.Rows) -> None:
         rows = _rows(index, len(self.start))
-        self._set_rank(raw.inner.shape[1])
+        self._set_rank(raw.shapes.shape[1])
+        if raw.inner is not None:
+            self._unlist()
         total = len(raw.values)
         self._room(total)
         self.values[self.fill:self.fill + total] = raw.values
-        self.inner[self.fill:self.fill + total] = raw.inner
+        if not self.listed:
+            self.inner[self.fill:self.fill + total] = raw.full_inner()
         self.start[rows] = self.fill + np.cumsum(raw.lengths) - raw.lengths
         self.length[rows] = raw.lengths
         self.shape[rows] = raw.shapes
@@ -279,6 +301,7 @@ class SparseColumn:
     def write_one(self, row: int, value: SparseValue) -> None:
         indices, values, dense_shape = value
         self._set_rank(len(dense_shape))
+        self._unlist()
         total = len(values)
         self._room(total)
         self.values[self.fill:self.fill + total] = values
@@ -292,13 +315,14 @@ class SparseColumn:
     def read(self, index: Any) -> sparse.Rows:
         rows = _rows(index, len(self.start))
         gather = _segments(self.start[rows], self.length[rows])
-        return sparse.Rows(self.values[gather], self.inner[gather], self.length[rows],
-                           self.shape[rows])
+        return sparse.Rows(self.values[gather], None if self.listed else self.inner[gather],
+                           self.length[rows], self.shape[rows])
 
     def read_one(self, row: int) -> SparseValue:
         start, stop = int(self.start[row]), int(self.start[row] + self.length[row])
-        return SparseValue(self.inner[start:stop].copy(), self.values[start:stop].copy(),
-                           self.shape[row].copy())
+        inner = np.arange(stop - start, dtype=np.int64).reshape(-1, 1) if self.listed else \
+            self.inner[start:stop].copy()
+        return SparseValue(inner, self.values[start:stop].copy(), self.shape[row].copy())
 
     def clear(self, index: Any) -> None:
         self.live -= int(self.length[index].sum())

@@ -406,7 +406,7 @@ class Components:
             value = sparse.as_sparse(value, dtype, what)
             if batched:
                 value = sparse.split(value, what)
-            self._check_rank(i, value.inner.shape[1] if batched else len(value.dense_shape))
+            self._check_rank(i, value.shapes.shape[1] if batched else len(value.dense_shape))
             return value
         if isinstance(value, np.generic) and value.dtype == dtype and declared == () \
                 and not batched and dtype.kind != "O":

@@ -27,7 +27,8 @@ import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size"]
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size",
+           "places"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -109,16 +110,22 @@ class Rows:
 
     Attributes:
       values: ``[N]``, every element's values, element after element.
-      inner: int64 ``[N, rank]``, each value's index inside its element.
+      inner: int64 ``[N, rank]``, each value's index inside its element; or None for
+        elements of rank 1 whose values sit at 0, 1, ... in order (a token list: what a
+        ``VarLenFeature`` parses to), which then need no index stored or moved.
       lengths: int64 ``[n]``, how many values each element has.
       shapes: int64 ``[n, rank]``, each element's ``dense_shape``.
     """
 
     __slots__ = ("values", "inner", "lengths", "shapes")
 
-    def __init__(self, values: np.ndarray, inner: np.ndarray, lengths: np.ndarray,
+    def __init__(self, values: np.ndarray, inner: Optional[np.ndarray], lengths: np.ndarray,
                  shapes: np.ndarray) -> None:
         self.values, self.inner, self.lengths, self.shapes = values, inner, lengths, shapes
+
+    def full_inner(self) -> np.ndarray:
+        """``inner``, made from the lengths where it is None."""
+        return self.inner if self.inner is not None else places(self.lengths).reshape(-1, 1)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -131,19 +138,29 @@ class Rows:
         stop = max(start, stop)
         first = int(self.lengths[:start].sum())
         last = first + int(self.lengths[start:stop].sum())
-        return Rows(self.values[first:last], self.inner[first:last], self.lengths[start:stop],
-                    self.shapes[start:stop])
+        return Rows(self.values[first:last],
+                    None if self.inner is None else self.inner[first:last],
+                    self.lengths[start:stop], self.shapes[start:stop])
 
     @staticmethod
     def concat(parts: Sequence["Rows"]) -> "Rows":
         """The elements of ``parts``, one after another."""
-        return Rows(*(np.concatenate([getattr(p, f) for p in parts]) for f in Rows.__slots__))
+        inner = None if all(p.inner is None for p in parts) else \
+            np.concatenate([p.full_inner() for p in parts])
+        return Rows(np.concatenate([p.values for p in parts]), inner,
+                    np.concatenate([p.lengths for p in parts]),
+                    np.concatenate([p.shapes for p in parts]))
 
     def __iter__(self) -> Iterator[SparseValue]:
         ends = np.cumsum(self.lengths).tolist()  # once: not a sum per element
         for j, (first, last) in enumerate(zip([0] + ends[:-1], ends)):
-            yield SparseValue(self.inner[first:last].copy(), self.values[first:last].copy(),
+            yield SparseValue(self._inner(first, last), self.values[first:last].copy(),
                               self.shapes[j].copy())
+
+    def _inner(self, first: int, last: int) -> np.ndarray:
+        """The indices of the values ``first .. last - 1`` (one element's), a new array."""
+        return self.inner[first:last].copy() if self.inner is not None else \
+            np.arange(last - first, dtype=np.int64).reshape(-1, 1)
 
     def element(self, j: int) -> SparseValue:
         """Element ``j`` as a SparseValue of its own arrays."""
@@ -152,7 +169,7 @@ class Rows:
         j %= len(self.lengths)
         first = int(self.lengths[:j].sum())
         last = first + int(self.lengths[j])
-        return SparseValue(self.inner[first:last].copy(), self.values[first:last].copy(),
+        return SparseValue(self._inner(first, last), self.values[first:last].copy(),
                            self.shapes[j].copy())
 
     def to_sparse(self) -> SparseValue:
@@ -163,7 +180,7 @@ class Rows:
         rows = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
         indices = np.empty((len(rows), rank + 1), dtype=np.int64)
         indices[:, 0] = rows
-        indices[:, 1:] = self.inner
+        indices[:, 1:] = self.full_inner()
         extent = self.shapes.max(axis=0) if n else np.zeros(rank, dtype=np.int64)
         return SparseValue(indices, self.values, np.concatenate([[n], extent]).astype(np.int64))
 
@@ -203,18 +220,39 @@ def split(value: SparseValue, what: str) -> Rows:
                                    f">= 1), got dense_shape {value.dense_shape.tolist()}")
     n = batch_size(value)
     rows = value.indices[:, 0]
-    if len(rows) and (rows.min() < 0 or rows.max() >= n):
-        raise InvalidArgumentError(f"{what}: a sparse value's index {int(rows.max())} lies "
-                                   f"outside its batch of {n}")
     if len(rows) > 1 and (rows[1:] < rows[:-1]).any():  # not in row-major order: sort
         order = np.argsort(rows, kind="stable")
         rows, inner, values = rows[order], value.indices[order, 1:], value.values[order]
     else:
         inner, values = value.indices[:, 1:], value.values
-    lengths = np.bincount(rows, minlength=n).astype(np.int64) if n else \
-        np.zeros(0, dtype=np.int64)
+    if len(rows) and (rows[0] < 0 or rows[-1] >= n):
+        raise InvalidArgumentError(f"{what}: a sparse value's index {int(rows[-1])} lies "
+                                   f"outside its batch of {n}")
+    lengths = np.diff(np.searchsorted(rows, np.arange(n + 1))).astype(np.int64)
     shapes = np.broadcast_to(value.dense_shape[1:], (n, len(value.dense_shape) - 1))
+    if inner.shape[1] == 1 and _plain_lists(inner[:, 0], lengths):
+        return Rows(values, None, lengths, shapes)  # token lists: no index to keep
     return Rows(values, np.ascontiguousarray(inner), lengths, shapes)
+
+
+def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
+    """True when ``columns``, the indices of elements of ``lengths`` values one after the
+    other, are 0, 1, ... in every element."""
+    if not len(columns):
+        return True
+    starts = (np.cumsum(lengths) - lengths)[lengths > 0]
+    if columns[starts].any():
+        return False
+    steps = np.diff(columns)  # 1 inside an element
+    steps[starts[1:] - 1] = 1  # (where one begins: its 0 is checked above)
+    return bool((steps == 1).all())
+
+
+def places(lengths: np.ndarray) -> np.ndarray:
+    """``0 .. lengths[i] - 1`` for every i, one after the other: each value's place in its
+    element, for elements of ``lengths`` values."""
+    total = int(lengths.sum())
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
 def select(value: SparseValue, mask: np.ndarray) -> SparseValue:

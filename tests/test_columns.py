@@ -107,6 +107,47 @@ def check_against_the_model(kind, ops):
     assert rest == Counter(held.keys())  # each element left once
 
 
+@settings(max_examples=60)
+@given(st.lists(st.tuples(st.sampled_from(["lists", "spread", "one", "take"]),
+                          st.lists(st.lists(st.integers(0, 99), max_size=5), min_size=1,
+                                   max_size=4)), max_size=30))
+def test_plain_lists_and_other_indices_share_a_column(ops):
+    # plain lists (indices 0, 1, ...) keep no indices until an element with others comes
+    # (every second place, or one element enqueued alone): then those of the lists held are
+    # made, and every element leaves with its own indices
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_columns, "_MIN_ARENA", 4)
+        q = qp.FIFOQueue(64, [qp.int64], shapes=[None])
+        held = []  # (indices, values) of each element, in order
+        for op, lists in ops:
+            if op == "take":
+                for _ in range(min(len(lists), len(held))):
+                    indices, values = held.pop(0)
+                    value = q.dequeue()
+                    assert value.indices[:, 0].tolist() == indices
+                    assert value.values.tolist() == values
+                continue
+            if len(held) + len(lists) > 64:
+                continue
+            step = 2 if op == "spread" else 1
+            if op == "one":
+                lists = lists[:1]
+                q.enqueue(qp.SparseValue(np.arange(len(lists[0]))[:, None] * 1,
+                                         np.array(lists[0], dtype=np.int64),
+                                         np.array([len(lists[0])])))
+            else:
+                rows = [[i, step * j] for i, row in enumerate(lists) for j in range(len(row))]
+                q.enqueue_many(qp.SparseValue(
+                    np.array(rows, dtype=np.int64).reshape(-1, 2),
+                    np.array([v for row in lists for v in row], dtype=np.int64),
+                    np.array([len(lists), step * max(map(len, lists), default=0)])))
+            held.extend(([step * j for j in range(len(row))], row) for row in lists)
+        if held:
+            batch = q.dequeue_many(len(held))
+            assert batch.indices[:, 1].tolist() == [j for indices, _ in held for j in indices]
+            assert batch.values.tolist() == [v for _, values in held for v in values]
+
+
 def test_the_arena_is_compacted_and_grown_as_elements_come_and_go():
     q = qp.FIFOQueue(8, [qp.int64], shapes=[None])
     column = None

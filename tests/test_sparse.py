@@ -65,6 +65,24 @@ def test_split_takes_unsorted_indices_by_row_and_refuses_rows_outside_the_batch(
         sparse.split(SparseValue(np.array([[2, 0]]), np.array([1]), np.array([2, 1])), "t")
 
 
+@pytest.mark.parametrize("columns, plain", [
+    ([0, 1, 0, 0, 1, 2], True), ([], True),
+    ([1, 2, 0, 0, 1, 2], False),  # the first element starts at 1
+    ([0, 1, 1, 0, 1, 2], False),  # the second at 1
+    ([0, 2, 0, 0, 1, 2], False),  # a gap
+    ([0, 1, 0, 0, 2, 1], False)])  # out of order
+def test_split_keeps_no_indices_for_plain_lists_only(columns, plain):
+    rows = [0, 0, 1, 2, 2, 2][:len(columns)]
+    value = SparseValue(np.array(list(zip(rows, columns)), dtype=np.int64).reshape(-1, 2),
+                        np.arange(len(columns), dtype=np.int64), np.array([3, 3]))
+    split = sparse.split(value, "x")
+    assert (split.inner is None) == plain
+    assert split.full_inner()[:, 0].tolist() == columns
+    assert [e.indices[:, 0].tolist() for e in split] == \
+        [columns[:2], columns[2:3], columns[3:]] if columns else [[], [], []]
+    assert split.to_sparse().indices.tolist() == value.indices.tolist()
+
+
 def test_select_keeps_the_masked_rows_renumbered():
     kept = sparse.select(ragged([[1], [2, 3], [4]]), np.array([True, False, True]))
     assert kept.indices.tolist() == [[0, 0], [1, 0]]
