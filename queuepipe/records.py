@@ -41,6 +41,7 @@ PathLike = Union[str, bytes, "os.PathLike[str]"]
 Buffer = Union[bytes, bytearray, memoryview]
 
 _HEADER = struct.Struct("<QI")  # length, masked crc of the 8 length bytes
+_LENGTH = struct.Struct("<Q")
 _FOOTER = struct.Struct("<I")  # masked crc of the data
 HEADER_BYTES = _HEADER.size
 FRAME_BYTES = _HEADER.size + _FOOTER.size  # what framing adds to each record
@@ -157,21 +158,27 @@ def _check_headers(headers: np.ndarray, sizes: np.ndarray,
                    where: Callable[[int], Tuple[str, int]]) -> None:
     """Checks ``[count, 12]`` uint8 record headers: their length checksums, and that each
     gives ``sizes`` data bytes."""
+    intact = _length_checks_out(headers)
+    given = np.ascontiguousarray(headers[:, :8]).view("<u8").ravel()
+    damaged = np.flatnonzero(~intact | (given != sizes))
+    if len(damaged):
+        i = int(damaged[0])
+        path, offset = where(i)
+        what = "length checksum mismatch" if not intact[i] else \
+            f"its header gives {int(given[i])} data bytes, its index entry {int(sizes[i])}"
+        raise DataLossError(f"corrupted record at {offset}: {what} in file '{path}'",
+                            path=path, offset=offset)
+
+
+def _length_checks_out(headers: np.ndarray) -> np.ndarray:
+    """Per ``[count, 12]`` uint8 record header, whether its length checksum holds (a
+    table-driven CRC-32C vectorized over the headers)."""
     crc = np.full(len(headers), 0xFFFFFFFF, dtype=np.uint32)
     for k in range(8):
         crc = _CRC_TABLE[(crc ^ headers[:, k]) & 0xFF] ^ (crc >> 8)
     crc ^= np.uint32(0xFFFFFFFF)
     masked = ((crc >> 15) | (crc << 17)) + np.uint32(_MASK_DELTA)
-    stored = np.ascontiguousarray(headers[:, 8:HEADER_BYTES]).view("<u4").ravel()
-    given = np.ascontiguousarray(headers[:, :8]).view("<u8").ravel()
-    damaged = np.flatnonzero((masked != stored) | (given != sizes))
-    if len(damaged):
-        i = int(damaged[0])
-        path, offset = where(i)
-        what = "length checksum mismatch" if masked[i] != stored[i] else \
-            f"its header gives {int(given[i])} data bytes, its index entry {int(sizes[i])}"
-        raise DataLossError(f"corrupted record at {offset}: {what} in file '{path}'",
-                            path=path, offset=offset)
+    return masked == np.ascontiguousarray(headers[:, 8:HEADER_BYTES]).view("<u4").ravel()
 
 
 def _check_data(records: List[bytes], stored: np.ndarray,
@@ -488,6 +495,47 @@ def _run_checks_out(frames: np.ndarray, length: int) -> bool:
     return True
 
 
+# Data length -> the CRC-32C of that many zero bytes (see _mixed_run_checks_out).
+_ZEROS_CRCS: Dict[int, int] = {}
+_MAX_ZEROS_CRCS = 4096
+
+
+def _zeros_crcs(sizes: np.ndarray) -> np.ndarray:
+    """The CRC-32C of ``sizes[i]`` zero bytes, for every i (uint32)."""
+    distinct, where = np.unique(sizes, return_inverse=True)
+    crcs = []
+    for size in distinct.tolist():
+        crc = _ZEROS_CRCS.get(size)
+        if crc is None:
+            if len(_ZEROS_CRCS) >= _MAX_ZEROS_CRCS:
+                _ZEROS_CRCS.clear()
+            crc = _ZEROS_CRCS[size] = _crc(bytes(size))
+        crcs.append(crc)
+    return np.array(crcs, dtype=np.uint32)[where]
+
+
+def _mixed_run_checks_out(frames: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> bool:
+    """True when every frame of ``frames`` (uint8: frames back to back, of any data
+    lengths, starting at ``starts`` with ``sizes`` data bytes, their headers checked) stores
+    the checksum of its data.
+
+    :func:`_run_checks_out` for frames of different lengths: with every stored checksum
+    unmasked, the CRC-32C of the frames depends only on their headers (the lengths), so
+    that it equals that of a stand-in with the same headers, zeros for data and the
+    checksums of those zeros, when every record is intact.
+    """
+    footers = (starts + HEADER_BYTES + sizes)[:, None] + np.arange(4)
+    actual = frames.copy()
+    masked = np.ascontiguousarray(actual[footers]).view("<u4").ravel() - np.uint32(_MASK_DELTA)
+    actual[footers] = ((masked << np.uint32(15)) | (masked >> np.uint32(17))) \
+        .view(np.uint8).reshape(-1, 4)
+    stand_in = np.zeros(len(frames), dtype=np.uint8)
+    headers = starts[:, None] + np.arange(HEADER_BYTES)
+    stand_in[headers] = frames[headers]
+    stand_in[footers] = _zeros_crcs(sizes).astype("<u4").view(np.uint8).reshape(-1, 4)
+    return _crc(actual) == _crc(stand_in)
+
+
 class RecordScanner:
     """Reads the records of one TFRecord file in order, checking both checksums of each.
 
@@ -631,8 +679,10 @@ class RecordScanner:
         """The fast path: appends intact records lying wholly in the buffer, up to ``n``.
 
         A record as long as the one before it starts a run of equal-length records, which
-        :meth:`_take_run` checks together. Stops, without consuming it, at the first record
-        that is incomplete or fails a check; :meth:`_next_checked` then deals with it.
+        :meth:`_take_run` checks together; one of another length starts a run of records of
+        any lengths (ragged data), :meth:`_take_mixed`. Stops, without consuming it, at the
+        first record that is incomplete or fails a check; :meth:`_next_checked` then deals
+        with it.
         """
         buf, view, pos, base = self._in.buf, self._in.view, self._in.pos, self._in.base
         size = self._in.end
@@ -642,11 +692,14 @@ class RecordScanner:
             if pos + HEADER_BYTES > size:
                 break
             length, length_crc = unpack_header(buf, pos)
-            if length == previous and n - len(values) >= _MIN_RUN:
-                taken = self._take_run(offsets, values, n, pos, length)
+            if previous >= 0 and n - len(values) >= _MIN_RUN:
+                if length == previous:
+                    taken = self._take_run(offsets, values, n, pos, length) * (length + FRAME_BYTES)
+                else:
+                    taken = self._take_mixed(offsets, values, n, pos)
                 previous = -1
                 if taken:
-                    pos += taken * (length + FRAME_BYTES)
+                    pos += taken
                     continue
             c = crc(buf[pos:pos + 8])
             if (((c >> 15) | (c << 17)) + _MASK_DELTA) & 0xFFFFFFFF != length_crc:
@@ -708,6 +761,54 @@ class RecordScanner:
         offsets.extend(range(start, start + count * stride, stride))
         values.extend(records)
         return count
+
+    def _take_mixed(self, offsets: List[int], values: List[bytes], n: int, pos: int) -> int:
+        """Appends the intact records of any lengths lying back to back from ``pos`` in the
+        buffer, up to ``n`` in ``values``; returns the bytes they take (0 when fewer than
+        _MIN_RUN records).
+
+        Their length checksums are checked at once, their data checksums by
+        :func:`_mixed_run_checks_out`, and one by one only when that fails, to find the first
+        damaged record. The run ends before the first record that is incomplete or fails a
+        check, for the one-by-one path to handle.
+        """
+        buf, end, unpack = self._in.buf, self._in.end, _LENGTH.unpack_from
+        starts: List[int] = []
+        lengths: List[int] = []
+        stop, want = pos, n - len(values)
+        while len(starts) < want and stop + HEADER_BYTES <= end:
+            (length,) = unpack(buf, stop)
+            if length > end - stop - FRAME_BYTES:
+                break
+            starts.append(stop)
+            lengths.append(length)
+            stop += length + FRAME_BYTES
+        if len(starts) < _MIN_RUN:
+            return 0
+        frames = np.frombuffer(buf, dtype=np.uint8, count=stop - pos, offset=pos)
+        at, sizes = np.array(starts, dtype=np.int64) - pos, np.array(lengths, dtype=np.int64)
+        intact = _length_checks_out(frames[at[:, None] + np.arange(HEADER_BYTES)])
+        count = len(starts) if intact.all() else int(intact.argmin())
+        if count < _MIN_RUN:
+            return 0
+        stop = int(at[count - 1] + sizes[count - 1]) + FRAME_BYTES
+        frames, at, sizes = frames[:stop], at[:count], sizes[:count]
+        raw = frames.tobytes()  # one copy, each record a slice of it
+        records = [raw[a:a + size] for a, size in zip((at + HEADER_BYTES).tolist(), lengths)]
+        if not _mixed_run_checks_out(frames, at, sizes):
+            computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
+            masked = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
+                + np.uint32(_MASK_DELTA)
+            footers = (at + HEADER_BYTES + sizes)[:, None] + np.arange(4)
+            good = masked == np.ascontiguousarray(frames[footers]).view("<u4").ravel()
+            count = int(good.argmin())  # (the run check failed: one record at least did)
+            if not count:
+                return 0
+            del records[count:]
+            stop = int(at[count])
+        offsets.extend((at[:count] + self._in.base + pos).tolist())
+        values.extend(records)
+        return stop
 
     def next_columns(self, n: int) -> Tuple[List[int], List[bytes]]:
         """Returns up to ``n`` records as two lists, their offsets and their data; fewer only

@@ -549,6 +549,36 @@ def test_two_damaged_records_of_a_run_are_both_found(tmp_path, monkeypatch):
     assert [r for _, r in got] == records[:30] and error[1] == 30 * 116 + 12
 
 
+@pytest.mark.parametrize("damage", ["data", "length_crc", "data_crc", "length", "truncate",
+                                    "none"])
+@pytest.mark.parametrize("policy", ["raise", "skip"])
+def test_runs_of_records_of_any_lengths_read_as_one_by_one(tmp_path, monkeypatch, damage,
+                                                             policy):
+    # ragged records (token lists): each run is checked by one CRC against a stand-in
+    records = [bytes([i]) * (20 + i * 37 % 90) for i in range(150)]
+    frames = list(map(frame, records))
+    start = sum(map(len, frames[:70]))  # damage record 70, in the middle of a run
+    data = bytearray(b"".join(frames))
+    at = {"data": start + 12 + 5, "length_crc": start + 9, "length": start + 1,
+          "data_crc": start + len(frames[70]) - 2}.get(damage)
+    if at is not None:
+        data[at] ^= 0x10
+    if damage == "truncate":
+        data = data[:start + 30]
+    path = tmp_path / "ragged.tfrecord"
+    path.write_bytes(bytes(data))
+    got, error, skipped = scan(path, policy)
+    assert (got, error, skipped) == scan(path, policy, monkeypatch, runs=False)
+    assert [r for _, r in got][:70] == records[:70]
+    assert [offset for offset, _ in got][:70] == [sum(map(len, frames[:i])) for i in range(70)]
+    if damage == "none":
+        assert [r for _, r in got] == records and error is None
+    elif policy == "raise" or damage == "truncate":
+        assert len(got) == 70 and error is not None or skipped
+    else:
+        assert records[71:] == [r for _, r in got][-79:] and skipped
+
+
 def test_a_long_run_is_checked_in_parts_with_short_tables(monkeypatch):
     tables = {}
     monkeypatch.setattr("queuepipe.records._RUN_CHECK_FRAMES", 7)
