@@ -42,7 +42,7 @@ import numpy as np
 from queuepipe.errors import InvalidArgumentError, NotFoundError, OutOfRangeError
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
-from queuepipe.records import unframe_many
+from queuepipe._frames import unframe_many
 from queuepipe.remote import is_remote
 from queuepipe.shards import index_mismatch, read_index
 

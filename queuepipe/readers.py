@@ -32,10 +32,10 @@ from typing import IO, Any, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
+from queuepipe._frames import FRAME_BYTES, HEADER_BYTES, unframe_many
 from queuepipe._streams import ReadBuffer
 from queuepipe.errors import DataLossError, InvalidArgumentError
-from queuepipe.records import FRAME_BYTES, HEADER_BYTES, RecordScanner, TFRecordOptions, \
-    check_corrupt_records, unframe_many
+from queuepipe.records import RecordScanner, TFRecordOptions, check_corrupt_records
 from queuepipe.remote import open_file
 
 __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",

@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queuepipe as qp
+from queuepipe._frames import _header_matches, _run_checks_out
 from queuepipe.errors import DataLossError, NotFoundError
 from queuepipe.records import (
-    RecordScanner, TFRecordCompressionType, TFRecordOptions, TFRecordWriter, _header_matches,
-    _run_checks_out, frame, masked_crc32c, tf_record_iterator,
+    RecordScanner, TFRecordCompressionType, TFRecordOptions, TFRecordWriter, frame,
+    masked_crc32c, tf_record_iterator,
 )
 
 COMPRESSIONS = ["", "GZIP", "ZLIB"]
@@ -581,8 +582,8 @@ def test_runs_of_records_of_any_lengths_read_as_one_by_one(tmp_path, monkeypatch
 
 def test_a_long_run_is_checked_in_parts_with_short_tables(monkeypatch):
     tables = {}
-    monkeypatch.setattr("queuepipe.records._RUN_CHECK_FRAMES", 7)
-    monkeypatch.setattr("queuepipe.records._RUN_CRCS", tables)
+    monkeypatch.setattr("queuepipe._frames._RUN_CHECK_FRAMES", 7)
+    monkeypatch.setattr("queuepipe._frames._RUN_CRCS", tables)
     records = [bytes([i % 256]) * 5 for i in range(50)]
     frames = np.frombuffer(b"".join(map(frame, records)), dtype=np.uint8).reshape(50, 21)
     assert _run_checks_out(frames, 5)

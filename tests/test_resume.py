@@ -491,7 +491,7 @@ def test_a_one_thread_batch_resumes_by_replay(shards):
 def test_indexed_records_of_every_length_are_checked(damaged):
     """Records read by offset: 16 of one length (checked as a run) and 8 of lengths of
     their own (checked one by one); a flipped data byte is named in either."""
-    from queuepipe.records import frame, unframe_many
+    from queuepipe._frames import frame, unframe_many
 
     data = [b"r%02d" % i + b"x" * (0 if i < 16 else i) for i in range(24)]
     frames = [frame(record) for record in data]
