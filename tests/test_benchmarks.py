@@ -51,3 +51,12 @@ def test_the_image_benchmark_decodes_every_record(capsys):
     assert load("bench_images").main(["--records", "300", "--repeat", "1"]) == 0
     assert re.search(r"^qp_bulk +steady +[\d,]+ records/s .* every record: True$",
                      capsys.readouterr().out, re.M)
+
+
+@pytest.mark.parametrize("kind", ["mnist", "tokens"])
+def test_the_stage_benchmark_times_every_stage(workload, capsys, kind):
+    _, data = workload
+    assert load("bench_stages").main(["--data", data, "--workload", kind, "--repeat", "1"]) == 0
+    assert re.search(rf"^{kind}: 600 records, CPU per record \(least of 1\): read [\d.]+ us, "
+                     r"parse [\d.]+ us, enqueue_many [\d.]+ us, dequeue_many [\d.]+ us; total",
+                     capsys.readouterr().out, re.M)

@@ -1,0 +1,106 @@
+"""Where a record's time goes in the bulk pipeline: reading, parsing, the queue.
+
+usage::
+
+    python benchmarks/bench_stages.py --data /tmp/bench-data [--workload tokens] [--repeat 5]
+
+One thread, no pipeline around it: the first two shards of ``bench.py``'s workload read in
+chunks of 512 (``TFRecordReader.read_up_to``), each chunk parsed by one ``parse_example``
+with ``bench.py``'s features, and the parsed chunks put through a RandomShuffleQueue of
+``bench.py``'s sizes (``enqueue_many`` of each chunk, ``dequeue_many`` of a batch while the
+queue holds more than its minimum). Printed: CPU time per record of each stage, the least
+of ``--repeat`` rounds (the host's slow spells only ever add).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402 - beside this file
+
+
+def read_chunks(qp, files):
+    chunks = []
+    for path in files:
+        names = qp.FIFOQueue(1, [qp.string])
+        names.enqueue(path)
+        names.close()
+        reader = qp.TFRecordReader()
+        while True:
+            try:
+                _, values = reader.read_up_to(names, bench.BULK_CHUNK)
+            except qp.errors.OutOfRangeError:
+                break
+            chunks.append(list(values))
+    return chunks
+
+
+def through_queue(qp, parsed):
+    """(enqueue seconds, dequeue seconds, records dequeued)."""
+    first = parsed[0]
+    dtypes = [v.values.dtype if isinstance(v, qp.SparseValue) else v.dtype
+              for v in first.values()]
+    shapes = [None if isinstance(v, qp.SparseValue) else list(v.shape[1:])
+              for v in first.values()]
+    queue = qp.RandomShuffleQueue(2 * bench.BUFFER, bench.BUFFER, dtypes, shapes,
+                                  names=list(first), seed=0)
+    put = take = 0.0
+    taken = 0
+    for chunk in parsed:
+        start = time.process_time()
+        queue.enqueue_many(chunk)
+        put += time.process_time() - start
+        start = time.process_time()
+        while queue.size() >= bench.BUFFER + bench.BATCH:
+            queue.dequeue_many(bench.BATCH)
+            taken += bench.BATCH
+        take += time.process_time() - start
+    return put, take, taken
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/bench_stages.py",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="/tmp/bench-data",
+                    help="bench.py's workload folder (written when missing)")
+    ap.add_argument("--workload", default="tokens", choices=("mnist", "float", "tokens"))
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    import queuepipe as qp
+
+    data = os.path.abspath(args.data)
+    if not os.path.exists(os.path.join(data, "truth.npz")):
+        bench.write_workloads(data, 60000, 8)
+    folder = os.path.join(data, args.workload)
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                   if f.endswith(".tfrecord"))[:2]
+    specs = bench._specs(qp, args.workload)
+    read, parse, put, take = [], [], [], []
+    for _ in range(args.repeat):
+        start = time.process_time()
+        chunks = read_chunks(qp, files)
+        read.append(time.process_time() - start)
+        records = sum(map(len, chunks))
+        start = time.process_time()
+        parsed = [qp.io.parse_example(chunk, specs) for chunk in chunks]
+        parse.append(time.process_time() - start)
+        seconds_in, seconds_out, taken = through_queue(qp, parsed)
+        put.append(seconds_in)
+        take.append(seconds_out / max(taken, 1) * records)
+    per = {name: min(times) / records * 1e6
+           for name, times in (("read", read), ("parse", parse), ("enqueue_many", put),
+                               ("dequeue_many", take))}
+    print(f"{args.workload}: {records} records, CPU per record (least of {args.repeat}): "
+          + ", ".join(f"{name} {us:.2f} us" for name, us in per.items())
+          + f"; total {sum(per.values()):.2f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
