@@ -265,7 +265,7 @@ class SparseColumn:
         else:
             held = np.flatnonzero(self.length)
             starts, lengths = self.start[held], self.length[held]
-            gather = _segments(starts, lengths)
+            gather = sparse.segments(starts, lengths)
             values[:self.live] = self.values[gather]
             if not self.listed:
                 inner[:self.live] = self.inner[gather]
@@ -280,7 +280,7 @@ class SparseColumn:
         self.inner = np.zeros((len(self.values), self.rank or 0), dtype=np.int64)
         held = np.flatnonzero(self.length)
         lengths = self.length[held]
-        self.inner[_segments(self.start[held], lengths), 0] = sparse.places(lengths)
+        self.inner[sparse.segments(self.start[held], lengths), 0] = sparse.places(lengths)
 
     def write(self, index: Any, raw: sparse.Rows) -> None:
         rows = _rows(index, len(self.start))
@@ -314,7 +314,7 @@ class SparseColumn:
 
     def read(self, index: Any) -> sparse.Rows:
         rows = _rows(index, len(self.start))
-        gather = _segments(self.start[rows], self.length[rows])
+        gather = sparse.segments(self.start[rows], self.length[rows])
         return sparse.Rows(self.values[gather], None if self.listed else self.inner[gather],
                            self.length[rows], self.shape[rows])
 
@@ -337,12 +337,3 @@ class SparseColumn:
 
     def finish(self, raw: sparse.Rows) -> SparseValue:
         return raw.to_sparse()
-
-
-def _segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every i, in order."""
-    total = int(lengths.sum())
-    if len(starts) == 1:
-        return np.arange(starts[0], starts[0] + total)
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total)

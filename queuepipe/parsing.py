@@ -40,7 +40,7 @@ import numpy as np
 from queuepipe import dtypes as _dtypes
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.protos import _layout, _ragged, _wire
-from queuepipe.sparse import SparseValue
+from queuepipe.sparse import SparseValue, segments
 
 __all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseValue",
            "parse_single_example", "parse_example", "parse_single_sequence_example",
@@ -320,7 +320,7 @@ class _RaggedOut:
             values[(starts[rows][:, None] + np.arange(block.shape[1])).ravel()] = block.ravel()
         for rows, row_counts, flat in self.raggeds:
             if flat is not values:
-                values[_spread(starts[rows], row_counts)] = flat
+                values[segments(starts[rows], row_counts)] = flat
         longest = int(counts.max()) if batch else 0
         return SparseValue(np.stack([row_ids, columns], axis=1), values,
                            np.array([batch, longest], dtype=np.int64))
@@ -335,14 +335,8 @@ class _RaggedOut:
         for rows, block in self.blocks:
             out[rows, :block.shape[1]] = block
         for rows, row_counts, flat in self.raggeds:
-            out.reshape(-1)[_spread(rows * out.shape[1], row_counts)] = flat
+            out.reshape(-1)[segments(rows * out.shape[1], row_counts)] = flat
         return out.reshape((batch, max_rows) + feature.shape)
-
-
-def _spread(starts, counts):
-    """The positions ``starts[i] + 0 .. counts[i]-1`` of every i, one after the other."""
-    total = int(counts.sum())
-    return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total)
 
 
 def _sink(feature, batch):

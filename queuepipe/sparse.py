@@ -28,7 +28,7 @@ import numpy as np
 from queuepipe.errors import InvalidArgumentError
 
 __all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size",
-           "places"]
+           "places", "segments"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -251,8 +251,17 @@ def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
 def places(lengths: np.ndarray) -> np.ndarray:
     """``0 .. lengths[i] - 1`` for every i, one after the other: each value's place in its
     element, for elements of ``lengths`` values."""
+    return segments(np.zeros(len(lengths), dtype=np.int64), lengths)
+
+
+def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every i, one after the
+    other: where the segments of a flat array lie (a gather of them, or a scatter)."""
     total = int(lengths.sum())
-    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    if len(starts) == 1:
+        return np.arange(starts[0], starts[0] + total, dtype=np.int64)
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) \
+        + np.arange(total, dtype=np.int64)
 
 
 def select(value: SparseValue, mask: np.ndarray) -> SparseValue:

@@ -20,6 +20,7 @@ caller rejects afterwards; the others come back as flat values and counts per fe
 import numpy as np
 
 from queuepipe.protos._layout import _LIST_NAMES
+from queuepipe.sparse import segments
 
 __all__ = ["RaggedLists", "walk"]
 
@@ -67,12 +68,10 @@ class _Cursor:
         """The bytes ``[start[i], end[i])`` of every i, concatenated: long spans as slices
         joined, short ones (one varint each, say) by one gather."""
         sizes = end - start
-        total = int(sizes.sum())
-        if len(start) and total >= _SLICED_SPAN * len(start):
+        if len(start) and int(sizes.sum()) >= _SLICED_SPAN * len(start):
             buf = self.buf
             return np.concatenate([buf[a:b] for a, b in zip(start.tolist(), end.tolist())])
-        return self.buf[np.repeat(start - (np.cumsum(sizes) - sizes), sizes) +
-                        np.arange(total)]
+        return self.buf[segments(start, sizes)]
 
     def expect(self, rows, pos, tag, limit):
         """Reads ``tag`` and a varint length at ``pos`` for ``rows``; returns the payload's
