@@ -198,6 +198,8 @@ class _Structure:
                     self._kind = self._kind_of(element)
                     if self._kind is dict:
                         self._keys = set(element)
+        if type(element) is dict and element.keys() == self._keys:
+            return element  # the usual element, checked without the ABC checks below
         if isinstance(element, (tuple, list)) and not isinstance(element, SparseValue):
             return element[0] if len(element) == 1 else tuple(element)
         if self._keys is not None and (not isinstance(element, Mapping)
