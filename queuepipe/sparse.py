@@ -226,8 +226,9 @@ def split(value: SparseValue, what: str) -> Rows:
     else:
         inner, values = value.indices[:, 1:], value.values
     if len(rows) and (rows[0] < 0 or rows[-1] >= n):
-        raise InvalidArgumentError(f"{what}: a sparse value's index {int(rows[-1])} lies "
-                                   f"outside its batch of {n}")
+        outside = int(rows[0] if rows[0] < 0 else rows[-1])  # (rows are sorted now)
+        raise InvalidArgumentError(f"{what}: a sparse value's index {outside} lies outside "
+                                   f"its batch of {n}")
     lengths = np.diff(np.searchsorted(rows, np.arange(n + 1))).astype(np.int64)
     shapes = np.broadcast_to(value.dense_shape[1:], (n, len(value.dense_shape) - 1))
     if inner.shape[1] == 1 and _plain_lists(inner[:, 0], lengths):

@@ -63,6 +63,9 @@ def test_split_takes_unsorted_indices_by_row_and_refuses_rows_outside_the_batch(
     assert [e.values.tolist() for e in sparse.split(batch, "t")] == [[20], [10, 30]]
     with pytest.raises(InvalidArgumentError, match=r"index 2 lies outside its batch of 2"):
         sparse.split(SparseValue(np.array([[2, 0]]), np.array([1]), np.array([2, 1])), "t")
+    with pytest.raises(InvalidArgumentError, match=r"index -1 lies outside its batch of 2"):
+        sparse.split(SparseValue(np.array([[1, 0], [-1, 0]]), np.array([1, 2]),
+                                 np.array([2, 1])), "t")
 
 
 @pytest.mark.parametrize("columns, plain", [
