@@ -125,13 +125,18 @@ def main(argv=None) -> int:
                 name, data, args.epochs, threads, "mnist")
     log(f"{args.repeat} runs of {len(configs)} configurations")
     rows = bench.run_rows(configs, args.repeat, log)
-    steady = {key: row["median"]["steady"] for key, row in rows.items()}
-    cpu = {key: row["median"]["cpu_us"] for key, row in rows.items()}
-
     def ratio(key, base):
         """The median of the paired runs' steady-rate ratios."""
         return float(np.median([a["steady"] / b["steady"] for a, b in
                                 zip(rows[key]["runs"], rows[base]["runs"])]))
+
+    def row(label, workload, threads, base, other):
+        """A table row: ``base`` against ``other`` (pipeline names) on one configuration."""
+        first, second = rows[(workload, threads, base)], rows[(workload, threads, other)]
+        print(f"| {label} | {threads} | {first['median']['steady'] / 1000:,.0f}k/s "
+              f"| {second['median']['steady'] / 1000:,.0f}k/s "
+              f"| {ratio((workload, threads, other), (workload, threads, base)):.2f}x "
+              f"| {first['median']['cpu_us']:.1f} us / {second['median']['cpu_us']:.1f} us |")
 
     print(f"\n{args.epochs} epochs, medians of {args.repeat} runs (ratios: of the paired runs), "
           f"{os.cpu_count()} CPUs\n")
@@ -140,22 +145,10 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|")
     for workload in workloads:
         for threads in (1, 2):
-            plain, seeded = (steady[(workload, threads, n)] for n in ("qp_bulk", "qp_bulk_seeded"))
-            plain_cpu, seeded_cpu = (cpu[(workload, threads, n)]
-                                     for n in ("qp_bulk", "qp_bulk_seeded"))
-            paired = ratio((workload, threads, "qp_bulk_seeded"), (workload, threads, "qp_bulk"))
-            print(f"| {workload} | {threads} | {plain / 1000:,.0f}k/s | {seeded / 1000:,.0f}k/s "
-                  f"| {paired:.2f}x | {plain_cpu:.1f} us / {seeded_cpu:.1f} us |")
+            row(workload, workload, threads, "qp_bulk", "qp_bulk_seeded")
     for threads in (1, 2) if "mnist" in workloads else ():
-        plain, seeded = (steady[("mnist", threads, n)]
-                         for n in ("qp_per_record", "qp_per_record_seeded"))
-        plain_cpu, seeded_cpu = (cpu[("mnist", threads, n)]
-                                 for n in ("qp_per_record", "qp_per_record_seeded"))
-        paired = ratio(("mnist", threads, "qp_per_record_seeded"),
-                       ("mnist", threads, "qp_per_record"))
-        print(f"| mnist, per record (shuffle_batch) | {threads} | {plain / 1000:,.0f}k/s | "
-              f"{seeded / 1000:,.0f}k/s | {paired:.2f}x | {plain_cpu:.1f} us / "
-              f"{seeded_cpu:.1f} us |")
+        row("mnist, per record (shuffle_batch)", "mnist", threads, "qp_per_record",
+            "qp_per_record_seeded")
     if "mnist" in workloads:
         worst = min(ratio(("mnist", t, "qp_bulk_seeded"), ("mnist", t, "qp_bulk"))
                     for t in (1, 2))
@@ -167,14 +160,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|---|")
     for workload in workloads:
         for threads in (1, 2):
-            buffer, whole = (steady[(workload, threads, n)]
-                             for n in ("qp_bulk_seeded", "qp_bulk_global"))
-            buffer_cpu, whole_cpu = (cpu[(workload, threads, n)]
-                                     for n in ("qp_bulk_seeded", "qp_bulk_global"))
-            paired = ratio((workload, threads, "qp_bulk_global"),
-                           (workload, threads, "qp_bulk_seeded"))
-            print(f"| {workload} | {threads} | {buffer / 1000:,.0f}k/s | {whole / 1000:,.0f}k/s "
-                  f"| {paired:.2f}x | {buffer_cpu:.1f} us / {whole_cpu:.1f} us |")
+            row(workload, workload, threads, "qp_bulk_seeded", "qp_bulk_global")
     sorted_folder = write_sorted(data)
     buffer_mix, global_mix = mixing(sorted_folder), mixing(sorted_folder, shuffle="global")
     print(f"\nlabel-sorted mnist, largest distance of a label's mean place from 0.5: buffer "
