@@ -30,8 +30,8 @@ import numpy as np
 
 from queuepipe._frames import (  # noqa: F401 - frame, masked_crc32c: public here too
     _FOOTER, _HEADER, _LENGTH, _MASK_DELTA, _MIN_RUN, FRAME_BYTES, HEADER_BYTES, _crc,
-    _header_matches, _length_checks_out, _mixed_run_checks_out, _run_checks_out, frame,
-    masked_crc32c)
+    _data_intact, _header_matches, _length_checks_out, _mixed_run_checks_out, _run_checks_out,
+    frame, masked_crc32c)
 from queuepipe._streams import CHUNK, ReadBuffer
 from queuepipe.errors import DataLossError, FailedPreconditionError
 from queuepipe.remote import open_file
@@ -475,13 +475,9 @@ class RecordScanner:
         records = frames[:count, HEADER_BYTES:HEADER_BYTES + length].view(f"V{length}")[:, 0] \
             .tolist() if length else [b""] * count
         if not _run_checks_out(frames[:count], length):
-            # Find the first damaged record: one checksum each, by map (no Python frame per
-            # record), compared with the stored ones in one NumPy operation.
-            computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
-            masked = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
-                + np.uint32(_MASK_DELTA)
+            # Find the first damaged record, one checksum each.
             stored = np.ascontiguousarray(frames[:count, HEADER_BYTES + length:]).view("<u4")
-            good = masked == stored.ravel()
+            good = _data_intact(records, stored.ravel())
             if not good.all():
                 count = int(good.argmin())
                 if not count:
@@ -526,11 +522,8 @@ class RecordScanner:
         raw = frames.tobytes()  # one copy, each record a slice of it
         records = [raw[a:a + size] for a, size in zip((at + HEADER_BYTES).tolist(), lengths)]
         if not _mixed_run_checks_out(frames, at, sizes):
-            computed = np.fromiter(map(_crc, records), dtype=np.uint32, count=count)
-            masked = ((computed >> np.uint32(15)) | (computed << np.uint32(17))) \
-                + np.uint32(_MASK_DELTA)
             footers = (at + HEADER_BYTES + sizes)[:, None] + np.arange(4)
-            good = masked == np.ascontiguousarray(frames[footers]).view("<u4").ravel()
+            good = _data_intact(records, np.ascontiguousarray(frames[footers]).view("<u4").ravel())
             count = int(good.argmin())  # (the run check failed: one record at least did)
             if not count:
                 return 0
