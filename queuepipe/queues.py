@@ -275,21 +275,34 @@ class RandomShuffleQueue(QueueBase):
 
 
 class _ArrivalPoolShuffleQueue(RandomShuffleQueue):
-    """A RandomShuffleQueue whose dequeue of ``n`` draws from the first ``min_after_dequeue +
-    n`` elements it holds, in the order they arrived (from all, when it holds fewer).
+    """A RandomShuffleQueue whose dequeue of ``n`` draws from the first elements it holds, in
+    the order they arrived: at most ``min_after_dequeue + n`` of them, at least that less a
+    few batches (from all, when it holds fewer).
 
     What it hands out then depends only on the order of its elements, not on how far ahead
     of the consumer the producer got: fed in a fixed order with a seed, it repeats exactly,
     while its producer still runs ahead into the rest of the capacity. (TF's queue, and
     :class:`RandomShuffleQueue`, draw from every element held.) The seeded batching
     functions use it (their threads take turns, so that the order is fixed).
+
+    Arrivals join the pool a few batches at a time: a dequeue takes none in while the pool
+    holds ``min_after_dequeue + n`` less ``slack`` (``3 n``, at most half of
+    ``min_after_dequeue``), and then as many as bring it back to ``min_after_dequeue + n``.
+    With a fixed batch size that is one shuffle-in every fourth batch, as the unseeded queue
+    does once per chunk of four batches, instead of one per batch (a tenth of the seeded
+    pipeline's work; docs/performance.md). Each batch is still a uniform draw from its pool.
     """
 
     def _pool(self, n: int) -> int:
         # Closed or not: a dequeue after the close may come sooner or later, and must draw
-        # from the same pool. (Fewer than min_after_dequeue + n held: all of them.)
+        # from the same pool. (Fewer than min_after_dequeue + n held: all of them.) The pool
+        # never holds more than the first min_after_dequeue + n elements not yet taken, which
+        # an open queue's dequeue waits for, so no arrival's timing decides it.
         shuffled = self._count - self._appended
-        return min(self._appended, max(0, self._min_after_dequeue + n - shuffled))
+        full = self._min_after_dequeue + n
+        if shuffled >= full - min(3 * n, self._min_after_dequeue // 2):
+            return 0
+        return min(self._appended, full - shuffled)
 
 
 class PaddingFIFOQueue(FIFOQueue):

@@ -621,6 +621,43 @@ def test_an_arrival_pool_queue_does_not_depend_on_how_far_ahead_the_producer_is(
     assert sorted(sum(just_in_time, [])) == list(range(30))
 
 
+def test_an_arrival_pool_queue_takes_arrivals_in_a_few_batches_at_a_time_and_draws_uniformly():
+    # min_after_dequeue 8, batches of 2: the pool is brought to 8 + 2 = 10 whenever it holds
+    # fewer than 10 - min(3 * 2, 8 // 2) = 6, so its sizes run 10, 8, 6, then 4 + 6 arrivals.
+    # Every element in a pool is in that batch with chance 2 / size, first in it with half
+    # that; from the schedule, the exact chance of (element, batch) over seeds 0..2999, 5
+    # sigma wide. (Drawing from every element held, or taking arrivals in each time, fails.)
+    trials, batches = 3000, 8
+    sizes, joins, shuffled, arrived = [], [], 0, 0
+    for _ in range(batches):
+        if shuffled < 6:
+            joins.append(range(arrived, arrived + 10 - shuffled))
+            arrived, shuffled = arrived + 10 - shuffled, 10
+        else:
+            joins.append(range(0))
+        sizes.append(shuffled)
+        shuffled -= 2
+    chance = np.zeros((arrived, batches))
+    for t, joined in enumerate(joins):
+        for element in joined:
+            left = 1.0
+            for u in range(t, batches):
+                chance[element, u] = left * 2 / sizes[u]
+                left *= 1 - 2 / sizes[u]
+    in_batch, first = np.zeros_like(chance), np.zeros_like(chance)
+    for seed in range(trials):
+        q = queues._ArrivalPoolShuffleQueue(40, 8, qp.int64, shapes=[], seed=seed)
+        q.enqueue_many(np.arange(40))
+        for t in range(batches):
+            batch = q.dequeue_many(2).tolist()
+            assert max(batch) < arrived
+            in_batch[batch, t] += 1
+            first[batch[0], t] += 1
+    for counts, p in ((in_batch, chance), (first, chance / 2)):
+        sigma = np.sqrt(trials * p * (1 - p))
+        assert np.all(np.abs(counts - trials * p) <= 5 * sigma + 1e-9), (counts, trials * p)
+
+
 # -- many threads ----------------------------------------------------------------------------
 
 
