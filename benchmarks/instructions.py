@@ -5,6 +5,7 @@ usage::
 
     python benchmarks/instructions.py --data /tmp/bench-data            # both pipelines
     python benchmarks/instructions.py --data /tmp/bench-data per_record --records 20000
+    python benchmarks/instructions.py --data /tmp/bench-data features features_seeded
 
 Wall-clock rates on a shared 2-core machine vary by half from run to run, too much to see a
 change of a few percent. This runs each pipeline's work in one thread, with the benchmark's
@@ -17,6 +18,10 @@ records: the instructions one more record costs, imports and warm-up excluded.
   elements, and ``dequeue_many(128)`` whenever it is nearly full.
 * ``bulk``: ``read_up_to(1024)``, ``parse_example``, ``decode_raw`` and ``enqueue_many`` into a
   shuffle queue of 20,000 elements, drained by ``dequeue_many(128)`` down to 10,128.
+* ``features`` and ``features_seeded``: ``bench.py``'s ``qp_bulk`` itself
+  (``read_batch_features``, its threads included), unseeded and with ``seed=0``: what a seed
+  costs. These count whole epochs, 3 less 1 (``--records`` does not apply), with
+  ``--threads`` enqueue threads (1 by default; valgrind runs one thread at a time).
 
 Threads are left out on purpose: what they add (GIL hand-overs, cache traffic between cores)
 is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's package) and the workload
@@ -30,13 +35,17 @@ import os
 import re
 import subprocess
 import sys
+from typing import Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = 2000  # records of the run that is subtracted (imports, first file, warm-up)
+PIPELINES = ("per_record", "bulk", "features", "features_seeded")
+EPOCHS = 3  # of the features pipelines' measured run (their baseline: one epoch)
 
 
-def run(pipeline: str, data: str, records: int) -> None:
-    """Runs ``pipeline`` over ``records`` records in this thread (the measured program)."""
+def run(pipeline: str, data: str, records: int, threads: int = 1) -> int:
+    """Runs ``pipeline`` over ``records`` records in this thread (the measured program), or
+    for the features pipelines over ``records`` epochs; returns the records it ran over."""
     sys.path.insert(0, HERE)
     import bench
     import queuepipe as qp
@@ -44,6 +53,10 @@ def run(pipeline: str, data: str, records: int) -> None:
 
     folder = os.path.join(data, "mnist")
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
+    if pipeline.startswith("features"):
+        seed = 0 if pipeline == "features_seeded" else None
+        batches = bench.pipeline_bulk(qp, files, records, threads, "mnist", None, seed=seed)
+        return sum(len(batch["label"]) for batch in batches)
     filenames = qp.FIFOQueue(3 * len(files) + 1, qp.string)
     filenames.enqueue_many([files * 3])
     filenames.close()
@@ -67,7 +80,7 @@ def run(pipeline: str, data: str, records: int) -> None:
             op()
             if queue.size() > capacity - 200:
                 queue.dequeue_many(bench.BATCH)
-        return
+        return records
     queue = qp.RandomShuffleQueue(2 * bench.BUFFER, bench.BUFFER, dtypes=[qp.uint8, qp.int64],
                                   shapes=[[784], []], names=["image", "label"], seed=0)
     done = 0
@@ -77,45 +90,52 @@ def run(pipeline: str, data: str, records: int) -> None:
         done += len(values)
         while queue.size() >= bench.BUFFER + bench.BATCH + bench.BULK_CHUNK:
             queue.dequeue_many(bench.BATCH)
+    return records
 
 
-def instructions(pipeline: str, data: str, records: int) -> int:
-    """The instructions valgrind counts for a whole run of ``pipeline`` over ``records``."""
+def instructions(pipeline: str, data: str, amount: int, threads: int) -> Tuple[int, int]:
+    """The instructions valgrind counts for a whole run of ``pipeline`` over ``amount``
+    (records, or epochs), and the records it ran over."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in every run
     argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-            os.path.abspath(__file__), pipeline, "--data", data, "--records", str(records),
-            "--run"]
+            os.path.abspath(__file__), pipeline, "--data", data, "--records", str(amount),
+            "--threads", str(threads), "--run"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode or not found:
+    records = re.search(r"^records (\d+)$", done.stdout, re.M)
+    if done.returncode or not found or not records:
         raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    return int(found.group(1)), int(records.group(1))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/instructions.py",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("pipelines", nargs="*", metavar="PIPELINE",
-                    help="per_record or bulk (default: both)")
+                    help=f"of {', '.join(PIPELINES)} (default: per_record and bulk)")
     ap.add_argument("--data", default="/tmp/bench-data", help="the workload (bench.py --data)")
     ap.add_argument("--records", type=int, default=22000,
                     help=f"records of the measured run (more than {BASELINE})")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="enqueue threads of the features pipelines")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pipelines = args.pipelines or ["per_record", "bulk"]
-    unknown = sorted(set(pipelines) - {"per_record", "bulk"})
+    unknown = sorted(set(pipelines) - set(PIPELINES))
     if unknown:
-        ap.error(f"unknown pipeline(s) {unknown}: choose per_record or bulk")
+        ap.error(f"unknown pipeline(s) {unknown}: choose from {', '.join(PIPELINES)}")
     if args.run:
-        run(pipelines[0], os.path.abspath(args.data), args.records)
+        ran = run(pipelines[0], os.path.abspath(args.data), args.records, args.threads)
+        print(f"records {ran}")
         return 0
     if args.records <= BASELINE:
         ap.error(f"--records must exceed {BASELINE}")
     for pipeline in pipelines:
-        extra = (instructions(pipeline, args.data, args.records)
-                 - instructions(pipeline, args.data, BASELINE))
-        print(f"{pipeline}: {extra / (args.records - BASELINE):,.0f} instructions per record "
-              f"(callgrind, {args.records - BASELINE:,} records)", flush=True)
+        amounts = (EPOCHS, 1) if pipeline.startswith("features") else (args.records, BASELINE)
+        (whole, records), (base, base_records) = (
+            instructions(pipeline, args.data, amount, args.threads) for amount in amounts)
+        print(f"{pipeline}: {(whole - base) / (records - base_records):,.0f} instructions per "
+              f"record (callgrind, {records - base_records:,} records)", flush=True)
     return 0
 
 

@@ -39,11 +39,13 @@ def test_a_bench_child_delivers_every_record_of_every_epoch_once(workload, name,
     assert 0 < result["first_batch"] <= result["seconds"] and result["peak_rss_kib"] > 0
 
 
-@pytest.mark.parametrize("pipeline", ["per_record", "bulk"])
-def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline):
+@pytest.mark.parametrize("pipeline, amount, records", [
+    ("per_record", 1000, 1000), ("bulk", 1000, 1000),
+    ("features", 1, 600), ("features_seeded", 2, 1200)])  # these two: epochs
+def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline, amount, records):
     bench, data = workload
     monkeypatch.syspath_prepend(BENCHMARKS)
-    load("instructions").run(pipeline, data, 1000)
+    assert load("instructions").run(pipeline, data, amount) == records
 
 
 def test_the_image_benchmark_decodes_every_record(capsys):
