@@ -1166,8 +1166,9 @@ def shuffle_batch(tensors: Callable[[], Any], batch_size: int, capacity: int,
 
     Reproducibility (beyond TF): with ``seed``, the ``num_threads`` threads take turns, one
     producer call (a group of elements) at a time in a fixed round robin, and each batch is
-    drawn from the first ``min_after_dequeue + batch_size`` elements held, in the order they
-    arrived (later arrivals wait for the next batch). With a deterministic producer (seeded
+    drawn from the first elements held, in the order they arrived: at most
+    ``min_after_dequeue + batch_size`` (arrivals join that pool a few batches at a time;
+    later ones wait). With a deterministic producer (seeded
     producers and readers upstream) the batches are then a function of the seed and the
     input, whatever ``num_threads``, run after run; and :meth:`Batches.state_dict` is the
     number of batches delivered, which a new process passes over to resume. Taking turns

@@ -48,6 +48,19 @@ def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline, a
     assert load("instructions").run(pipeline, data, amount) == records
 
 
+def test_the_seed_benchmark_pairs_seeded_and_unseeded_runs(workload, capsys):
+    _, data = workload
+    assert load("bench_order").main(["--data", data, "--epochs", "1", "--repeat", "2",
+                                     "--workload", "mnist", "--seed-only"]) == 0
+    out = capsys.readouterr().out
+    for threads in (1, 2):
+        assert re.search(rf"^\| mnist \| {threads} \| [\d,]+k/s \| [\d,]+k/s \| [\d.]+x \| "
+                         rf"[\d.]+ us / [\d.]+ us \|$", out, re.M), out
+    assert re.search(r"^seeded >= 0.90x unseeded on mnist \(qp_bulk\): [\d.]+x (PASS|FAIL)$",
+                     out, re.M), out
+    assert "shuffle_batch" not in out and "buffer" not in out  # the other tables
+
+
 def test_the_image_benchmark_decodes_every_record(capsys):
     pytest.importorskip("PIL")
     assert load("bench_images").main(["--records", "300", "--repeat", "1"]) == 0
