@@ -286,11 +286,11 @@ class _ArrivalPoolShuffleQueue(RandomShuffleQueue):
     functions use it (their threads take turns, so that the order is fixed).
 
     Arrivals join the pool a few batches at a time: a dequeue takes none in while the pool
-    holds ``min_after_dequeue + n`` less ``slack`` (``3 n``, at most half of
-    ``min_after_dequeue``), and then as many as bring it back to ``min_after_dequeue + n``.
-    With a fixed batch size that is one shuffle-in every fourth batch, as the unseeded queue
-    does once per chunk of four batches, instead of one per batch (a tenth of the seeded
-    pipeline's work; docs/performance.md). Each batch is still a uniform draw from its pool.
+    holds at least ``min_after_dequeue + n - min(3 * n, min_after_dequeue // 2)``, and then
+    as many as bring it back to ``min_after_dequeue + n``. With a fixed batch size that is
+    one shuffle-in every fourth batch, as the unseeded queue does once per chunk of four
+    batches, instead of one per batch (the seed's extra work in ``read_batch_features`` fell
+    from 11% to 3-5%; docs/performance.md). Each batch is still a uniform draw from its pool.
     """
 
     def _pool(self, n: int) -> int:
