@@ -8,10 +8,11 @@ usage::
     python benchmarks/instructions.py --data /tmp/bench-data features features_seeded
 
 Wall-clock rates on a shared 2-core machine vary by half from run to run, too much to see a
-change of a few percent. This runs each pipeline's work in one thread, with the benchmark's
-own producer and queue sizes (``bench.py``), under ``valgrind --tool=callgrind`` twice, for
-``--records`` and for 2,000 records, and prints the difference divided by the difference in
-records: the instructions one more record costs, imports and warm-up excluded.
+change of a few percent. This runs each pipeline's work with the benchmark's own producer and
+queue sizes (``bench.py``), under ``valgrind --tool=callgrind`` twice, for ``--records`` and
+for 2,000 records (the features pipelines: 3 epochs and 1), and prints the difference divided
+by the difference in records: the instructions one more record costs, imports and warm-up
+excluded.
 
 * ``per_record``: the seeds' ``example()`` (``TFRecordReader.read``, ``parse_single_example``,
   ``decode_raw``) called by ``shuffle_batch``'s enqueue op into a shuffle queue of 10,384
@@ -23,8 +24,8 @@ records: the instructions one more record costs, imports and warm-up excluded.
   costs. These count whole epochs, 3 less 1 (``--records`` does not apply), with
   ``--threads`` enqueue threads (1 by default; valgrind runs one thread at a time).
 
-Threads are left out on purpose: what they add (GIL hand-overs, cache traffic between cores)
-is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's package) and the workload
+per_record and bulk leave threads out on purpose: what they add (GIL hand-overs, cache
+traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's package) and the workload
 that ``bench.py`` writes.
 """
 
