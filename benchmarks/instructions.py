@@ -25,8 +25,8 @@ excluded.
   ``--threads`` enqueue threads (1 by default; valgrind runs one thread at a time).
 
 per_record and bulk leave threads out on purpose: what they add (GIL hand-overs, cache
-traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's package) and the workload
-that ``bench.py`` writes.
+traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's
+package) and the workload that ``bench.py`` writes.
 """
 
 from __future__ import annotations
