@@ -134,7 +134,7 @@ class _EnqueueOp:
                 if self._stage is None:
                     real = self._queue._real(vals)
                     self._stage = real._add_stage()
-                self._stage.append(real._spec.element(vals))
+                self._stage.append(real._spec.staged(vals))
                 if real._needs:  # a dequeue waits: it may go on with what is staged
                     real._staged(self._stage)
                 if real._closed:  # stopping: put (or drop) what is staged now, not later
