@@ -1075,3 +1075,47 @@ def test_a_producer_reusing_its_sparse_buffers_gets_every_value_batched():
 
     got = [b[0].values.tolist() for b in batch(produce, 4, capacity=12)]
     assert got == [[i for i in range(k, k + 4) for _ in range(2)] for k in (0, 4, 8)]
+
+
+def raising_once(error, produce, at=5):
+    """``produce``, raising ``error`` on its ``at``-th call instead (thread-safe)."""
+    calls = iter(range(10**9))
+    lock = threading.Lock()
+
+    def call(*args):
+        with lock:
+            i = next(calls)
+        if i == at:
+            raise error
+        return produce(*args)
+    return call
+
+
+@pytest.mark.parametrize("threads, seed", [(1, None), (3, None), (3, 7)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed):
+    produce = raising_once(StopIteration(), lambda: (0,))
+    if shuffle:
+        batches = shuffle_batch(produce, 2, capacity=8, min_after_dequeue=2,
+                                num_threads=threads, seed=seed)
+    else:
+        batches = batch(produce, 2, num_threads=threads, capacity=8)
+    with pytest.raises(RuntimeError, match=r"^the producer of queue '.*' raised "
+                                           r"StopIteration.*OutOfRangeError") as caught:
+        for _ in batches:  # endless otherwise: only the error ends it
+            pass
+    assert isinstance(caught.value.__cause__.__cause__, StopIteration)
+
+
+@pytest.mark.parametrize("error", [StopIteration(), OutOfRangeError("user's"),
+                                   qp.CancelledError("user's")])
+@pytest.mark.parametrize("enqueue_many", [False, True])
+def test_keep_input_raising_what_looks_like_an_end_is_an_error(error, enqueue_many):
+    keep = raising_once(error, lambda element: np.ones(2, bool) if enqueue_many else True)
+    produce = (lambda: (np.arange(2),)) if enqueue_many else (lambda: (0,))
+    batches = maybe_batch(produce, keep, 2, capacity=8, enqueue_many=enqueue_many)
+    with pytest.raises(RuntimeError, match=rf"^keep_input of queue '.*' raised "
+                                           rf"{type(error).__name__}"):
+        for _ in batches:
+            pass
+
