@@ -1119,3 +1119,17 @@ def test_keep_input_raising_what_looks_like_an_end_is_an_error(error, enqueue_ma
         for _ in batches:
             pass
 
+
+@pytest.mark.parametrize("error", [StopIteration(), OutOfRangeError("user's"),
+                                   qp.CancelledError("user's")])
+@pytest.mark.parametrize("seed", [None, 0])
+def test_a_parse_fn_raising_what_looks_like_an_end_is_an_error_not_a_hang(shards, seed,
+                                                                          error):
+    parse = raising_once(error, lambda serialized: parse_example(serialized, FEATURES), at=2)
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    batches = read_batch_features(pattern, 4, FEATURES, num_epochs=3, parse_fn=parse,
+                                  seed=seed, read_batch_size=4, num_enqueue_threads=2)
+    with pytest.raises(RuntimeError, match=rf"^parse_fn of queue '.*' raised "
+                                           rf"{type(error).__name__}"):
+        for _ in batches:
+            pass
