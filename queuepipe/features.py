@@ -35,6 +35,7 @@ from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
 from queuepipe.plan import ReadPlan, pack_ints, unpack_ints
 from queuepipe.producers import match_filenames_once
 from queuepipe.readers import TFRecordReader
+from queuepipe.runner import END_LOOKALIKES, not_an_end
 from queuepipe.shards import indexed_count
 from queuepipe.sparse import SparseValue
 
@@ -165,7 +166,10 @@ class _Planned:
 
     def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
                 ordinals: np.ndarray) -> Any:
-        element = self._parse(values, keys) if self._keyed else self._parse(values)
+        try:
+            element = self._parse(values, keys) if self._keyed else self._parse(values)
+        except END_LOOKALIKES as e:  # an error, never an end (nor a seeded chunk's hang)
+            raise not_an_end(e, f"parse_fn of queue '{self._queue.name}'") from e
         return self.structure.tag(element, ordinals)
 
     def _op(self) -> None:

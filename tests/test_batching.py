@@ -1029,3 +1029,107 @@ def test_a_lone_sparse_component_in_a_list_or_tuple_comes_back_in_one(container)
         batch = batches.dequeue()
     assert type(batch) is container and len(batch) == 1
     assert isinstance(batch[0], qp.SparseValue) and batch[0].dense_shape.tolist() == [2, 2]
+
+
+# -- issue 29 -------------------------------------------------------------------------------
+
+
+def reused_buffer_producer(n, shape=(3,), structure=tuple):
+    """A producer that fills and returns one reused NumPy buffer (a common speed idiom), then
+    ends after ``n`` elements."""
+    buffer = np.zeros(shape, np.int64)
+    numbers = from_items(range(n))
+
+    def produce():  # (one thread)
+        buffer[...] = numbers()
+        return structure((buffer,)) if structure is not dict else {"x": buffer}
+    return produce
+
+
+@pytest.mark.parametrize("structure", [tuple, dict])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_reusing_its_buffer_gets_every_value_batched(shuffle, structure):
+    produce = reused_buffer_producer(40, structure=structure)
+    if shuffle:
+        batches = shuffle_batch(produce, 10, capacity=40, min_after_dequeue=5, seed=1)
+    else:
+        batches = batch(produce, 10, capacity=40)
+    got = []
+    for b in batches:
+        xs = b[0] if structure is tuple else b["x"]
+        assert (xs == xs[:, :1]).all()  # each row is one element's value
+        got.extend(xs[:, 0].tolist())
+    assert Counter(got) == Counter(range(40))
+    if not shuffle:
+        assert got == list(range(40))
+
+
+def test_a_producer_reusing_its_sparse_buffers_gets_every_value_batched():
+    value = qp.SparseValue(np.zeros((2, 1), np.int64), np.zeros(2, np.int64),
+                           np.array([2], np.int64))
+    numbers = from_items(range(12))
+
+    def produce():
+        value.values[:] = numbers()
+        return (value,)
+
+    got = [b[0].values.tolist() for b in batch(produce, 4, capacity=12)]
+    assert got == [[i for i in range(k, k + 4) for _ in range(2)] for k in (0, 4, 8)]
+
+
+def raising_once(error, produce, at=5):
+    """``produce``, raising ``error`` on its ``at``-th call instead (thread-safe)."""
+    calls = iter(range(10**9))
+    lock = threading.Lock()
+
+    def call(*args):
+        with lock:
+            i = next(calls)
+        if i == at:
+            raise error
+        return produce(*args)
+    return call
+
+
+@pytest.mark.parametrize("threads, seed", [(1, None), (3, None), (3, 7)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed):
+    produce = raising_once(StopIteration(), lambda: (0,))
+    if shuffle:
+        batches = shuffle_batch(produce, 2, capacity=8, min_after_dequeue=2,
+                                num_threads=threads, seed=seed)
+    else:
+        batches = batch(produce, 2, num_threads=threads, capacity=8)
+    with pytest.raises(RuntimeError, match=r"^the producer of queue '.*' raised "
+                                           r"StopIteration.*OutOfRangeError") as caught:
+        for _ in batches:  # endless otherwise: only the error ends it
+            pass
+    assert isinstance(caught.value.__cause__.__cause__, StopIteration)
+
+
+@pytest.mark.parametrize("error", [StopIteration(), OutOfRangeError("user's"),
+                                   qp.CancelledError("user's")])
+@pytest.mark.parametrize("enqueue_many", [False, True])
+def test_keep_input_raising_what_looks_like_an_end_is_an_error(error, enqueue_many):
+    keep = raising_once(error, lambda element: np.ones(2, bool) if enqueue_many else True)
+    produce = (lambda: (np.arange(2),)) if enqueue_many else (lambda: (0,))
+    batches = maybe_batch(produce, keep, 2, capacity=8, enqueue_many=enqueue_many)
+    with pytest.raises(RuntimeError, match=rf"^keep_input of queue '.*' raised "
+                                           rf"{type(error).__name__}"):
+        for _ in batches:
+            pass
+
+
+@pytest.mark.parametrize("error", [StopIteration(), OutOfRangeError("user's"),
+                                   qp.CancelledError("user's")])
+@pytest.mark.parametrize("seed", [None, 0])
+def test_a_parse_fn_raising_what_looks_like_an_end_is_an_error_not_a_hang(shards, seed,
+                                                                          error):
+    parse = raising_once(error, lambda serialized: parse_example(serialized, FEATURES), at=2)
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    batches = read_batch_features(pattern, 4, FEATURES, num_epochs=3, parse_fn=parse,
+                                  seed=seed, read_batch_size=4, num_enqueue_threads=2)
+    with pytest.raises(RuntimeError, match=rf"^parse_fn of queue '.*' raised "
+                                           rf"{type(error).__name__}"):
+        for _ in batches:
+            pass
