@@ -198,9 +198,10 @@ py_scan_frames(PyObject *self, PyObject *args)
                      max_records, base);
         goto done;
     }
-    /* A frame takes at least 16 bytes: the arrays are bounded by the buffer, never by a
-     * length read from it. */
-    size_t cap = (size_t)(end - pos) / QP_FRAME_BYTES;
+    /* A frame takes at least 16 bytes, so at most (end - pos) / 16 fit: the arrays are
+     * bounded by the buffer, never by a length read from it. One more than fit lets the
+     * scan go on to the frame after them and say why it stops there. */
+    size_t cap = (size_t)(end - pos) / QP_FRAME_BYTES + 1;
     if ((size_t)max_records < cap) {
         cap = (size_t)max_records;
     }
