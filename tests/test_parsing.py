@@ -777,7 +777,8 @@ def test_ragged_records_take_the_bulk_walk(monkeypatch):
     records = [make_example({"tokens": list(range(i % 9)), "label": i}).SerializeToString()
                for i in range(64)]
     spec = {"tokens": qp.io.VarLenFeature(qp.int64), "label": qp.io.FixedLenFeature([], qp.int64)}
-    monkeypatch.setattr(parsing, "_parse_record", lambda *a: pytest.fail("per-record parse"))
+    monkeypatch.setattr(parsing._example, "_parse_record",
+                        lambda *a: pytest.fail("per-record parse"))
     out = qp.io.parse_example(records, spec)
     assert out["label"].tolist() == list(range(64))
     assert out["tokens"].row_lengths().tolist() == [i % 9 for i in range(64)]
@@ -793,7 +794,8 @@ def test_the_ragged_walk_decodes_varints_of_every_size(monkeypatch, bits):
         high = -high - 1
     lists = [[int(v), *range(i % 50)] for i, v in enumerate(high)]  # few of any one length
     records = [make_example({"ids": ids}).SerializeToString() for ids in lists]
-    monkeypatch.setattr(parsing, "_parse_record", lambda *a: pytest.fail("per-record parse"))
+    monkeypatch.setattr(parsing._example, "_parse_record",
+                        lambda *a: pytest.fail("per-record parse"))
     out = qp.io.parse_example(records, {"ids": qp.io.VarLenFeature(qp.int64)})["ids"]
     assert out.values.tolist() == [v for ids in lists for v in ids]
     assert out.row_lengths().tolist() == list(map(len, lists))

@@ -1,0 +1,181 @@
+"""``parse_example`` and ``parse_single_example``: the public Example parsers, and the cache
+of normalized specs they share."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from queuepipe.parsing._bulk import _parse_fast
+from queuepipe.parsing._record import _parse_record
+from queuepipe.parsing._single import _parse_single_plain, _single_parser
+from queuepipe.parsing._sinks import _sink, _unbatch
+from queuepipe.parsing._specs import (_MAX_CACHED, _SEQ, FixedLenFeature, FixedLenSequenceFeature,
+                                      VarLenFeature, _Feature, _features)
+
+
+def _batch_records(serialized):
+    """The records of a batch as a list of bytes, or TypeError saying what is wrong."""
+    if isinstance(serialized, (bytes, bytearray, memoryview, str)):
+        raise TypeError("parse_example takes a batch (a list or 1-D array of serialized "
+                        "Examples); use parse_single_example for one record")
+    if isinstance(serialized, np.ndarray):
+        if serialized.dtype.kind == "S":
+            raise TypeError("a NumPy bytes ('S') array drops the trailing zero bytes of each "
+                            "record; pass a list or an object array of bytes")
+        if serialized.ndim != 1:
+            raise ValueError(f"serialized must be 1-D, got shape {serialized.shape}")
+        serialized = serialized.tolist()
+    records = list(serialized)
+    if set(map(type, records)) <= {bytes}:
+        return records
+    for index, data in enumerate(records):
+        if not isinstance(data, bytes):
+            if not isinstance(data, (bytearray, memoryview)):
+                raise TypeError(f"serialized[{index}] must be bytes, got "
+                                f"{type(data).__name__}: {data!r:.60}")
+            records[index] = bytes(data)
+    return records
+
+
+def _batch_names(example_names, batch):
+    if example_names is None:
+        return None
+    names = list(np.asarray(example_names, dtype=object).ravel())
+    if len(names) != batch:
+        raise ValueError(f"example_names has {len(names)} names for {batch} records")
+    return names
+
+
+def _parse_batch(records, features, names, fast=True):
+    """Parses a list of serialized Examples with normalized ``features``."""
+    sinks = [_sink(feature, len(records)) for feature in features]
+    left = _parse_fast(records, features, sinks) if fast else range(len(records))
+    for index in left:
+        _parse_record(records[index], index, None if names is None else names[index],
+                      features, sinks)
+    return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
+
+
+_CONFIGS: Dict[Any, List[_Feature]] = {}
+# id(spec dict) -> (that dict, a copy of it, its normalized features): a spec used again is
+# recognised by comparing it with the copy (a dict comparison in C, about a quarter of the
+# cost of hashing its items), so a spec changed in place is normalized anew.
+_SPECS: Dict[int, Tuple[Any, Dict[str, Any], List[_Feature]]] = {}
+
+
+def _example_features(features):
+    """The normalized features of a parse_example spec; cached while the spec is hashable."""
+    entry = _SPECS.get(id(features))
+    if entry is not None and entry[0] is features:
+        try:
+            if entry[1] == features:
+                return entry[2]
+        except ValueError:  # an array default compared with another array
+            pass
+    try:
+        cache_key = tuple(features.items())
+        parsed = _CONFIGS[cache_key]
+    except (TypeError, AttributeError):  # unhashable (a list default), or not a dict
+        return _new_example_features(features)
+    except KeyError:
+        parsed = _new_example_features(features)
+        if len(_CONFIGS) >= _MAX_CACHED:
+            _CONFIGS.clear()
+        _CONFIGS[cache_key] = parsed
+    if len(_SPECS) >= _MAX_CACHED:
+        _SPECS.clear()
+    _SPECS[id(features)] = (features, dict(features), parsed)
+    return parsed
+
+
+class _ExampleFeatures(list):
+    """The normalized features of an Example spec, and the single-record parsers learned for
+    it: record length -> a function of a record of that length that returns its outputs, or
+    None when the record is not laid out as the length's template (see _single_parser)."""
+
+    __slots__ = ("single_parsers", "lengths_seen")
+
+    def __init__(self, features):
+        super().__init__(features)
+        self.single_parsers: Dict[int, Callable[[bytes], Optional[Dict[str, Any]]]] = {}
+        self.lengths_seen: set = set()
+
+
+def _new_example_features(features):
+    parsed = _ExampleFeatures(_features(
+        features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature), "features"))
+    for feature, spec in zip(parsed, features.values()):
+        if feature.kind == _SEQ and not spec.allow_missing:
+            raise ValueError(f"feature {feature.key!r}: Unsupported: FixedLenSequenceFeature "
+                             f"requires allow_missing to be True.")
+    return parsed
+
+
+def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapping[str, Any],
+                  name: Optional[str] = None,
+                  example_names: Union[Sequence[Any], np.ndarray, None] = None) -> Dict[str, Any]:
+    """Parses a batch of serialized ``Example`` protos, as ``tf.io.parse_example``.
+
+    Args:
+      serialized: the records: a list, tuple or 1-D object array of ``bytes``.
+      features: feature key -> :class:`FixedLenFeature`, :class:`VarLenFeature` or
+        :class:`FixedLenSequenceFeature` (``allow_missing=True``).
+      name: accepted for TF compatibility; unused.
+      example_names: one name per record (for instance the keys a reader returned), quoted
+        in errors as ``Name:``; ``<unknown>`` when not given.
+
+    Returns:
+      feature key -> ``[batch, *shape]`` array for a FixedLenFeature,
+      ``[batch, longest, *shape]`` (padded with its default) for a FixedLenSequenceFeature,
+      and a :class:`SparseValue` with ``[N, 2]`` indices for a VarLenFeature.
+
+    Raises:
+      InvalidArgumentError: a record does not parse, lacks a required feature, or holds a
+        feature with the wrong data type or number of values. The message is TF's and names
+        the record (its index and name) and the feature key.
+      TypeError, ValueError: ``serialized`` or ``features`` is malformed.
+    """
+    del name
+    records = _batch_records(serialized)
+    return _parse_batch(records, _example_features(features),
+                        _batch_names(example_names, len(records)))
+
+
+def parse_single_example(serialized: bytes, features: Mapping[str, Any],
+                         name: Optional[str] = None,
+                         example_names: Optional[Any] = None) -> Dict[str, Any]:
+    """Parses one serialized ``Example``, as ``tf.io.parse_single_example``.
+
+    Args:
+      serialized: the record (``bytes``).
+      features: as for :func:`parse_example`.
+      name: accepted for TF compatibility; unused.
+      example_names: the record's name, quoted in errors (``<unknown>`` when not given).
+
+    Returns:
+      feature key -> an array of the feature's ``shape`` (a NumPy scalar, or ``bytes`` for a
+      scalar string), ``[rows, *shape]`` for a FixedLenSequenceFeature, or a
+      :class:`SparseValue` with ``[N, 1]`` indices for a VarLenFeature.
+
+    Raises:
+      InvalidArgumentError: as :func:`parse_example`, for index 0.
+    """
+    del name
+    if type(serialized) is not bytes:
+        if not isinstance(serialized, (bytearray, memoryview)):
+            raise TypeError(f"serialized must be bytes, got {type(serialized).__name__}: "
+                            f"{serialized!r:.60}")
+        serialized = bytes(serialized)
+    parsed_features = _example_features(features)
+    parser = parsed_features.single_parsers.get(len(serialized)) \
+        or _single_parser(serialized, parsed_features)
+    plain = parser(serialized)
+    if plain is None:
+        plain = _parse_single_plain(serialized, parsed_features)
+    if plain is not None:
+        return plain
+    names = None if example_names is None else [example_names]
+    batch = _parse_batch([serialized], parsed_features, names, fast=False)
+    return {key: _unbatch(value) for key, value in batch.items()}
