@@ -9,6 +9,7 @@ Public names are imported lazily, on first use, so ``import queuepipe`` costs al
 
 from typing import TYPE_CHECKING
 
+from queuepipe import _core  # noqa: F401 - loads the compiled core once (see _core.py)
 from queuepipe import errors
 from queuepipe._lazy import namespace, table_of
 from queuepipe.dtypes import (  # noqa: A004 - TF's dtype names, bool among them

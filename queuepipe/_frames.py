@@ -14,6 +14,11 @@ CRC-32C call over a whole run of frames against what intact frames give
 (:func:`_run_checks_out` for records of one length, :func:`_mixed_run_checks_out` for any),
 one call per record only to find the damaged one. :func:`unframe_many` does both for frames
 read by offset (the global shuffle).
+
+Where the compiled core is loaded (:mod:`queuepipe._core`), :func:`masked_crc32c` and
+:func:`frame` are its C functions, and the record scanner takes the frames of a whole buffer
+in one C call (``queuepipe.records``); the Python functions here are the reference they are
+tested against and the path that runs without the core.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Callable, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
+from queuepipe._core import core
 from queuepipe.errors import DataLossError
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -68,17 +74,21 @@ def _load_crc32c() -> Callable[..., int]:
 _crc = _load_crc32c()
 
 
-def masked_crc32c(data: Buffer) -> int:
+def _masked_crc32c(data: Buffer) -> int:
     """Returns the masked CRC-32C of ``data`` that TFRecord framing stores."""
     crc = _crc(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def frame(record: bytes) -> bytes:
+def _frame(record: bytes) -> bytes:
     """Returns ``record`` framed as one TFRecord: header, data, footer."""
     length = struct.pack("<Q", len(record))
-    return b"".join((length, _FOOTER.pack(masked_crc32c(length)), record,
-                     _FOOTER.pack(masked_crc32c(record))))
+    return b"".join((length, _FOOTER.pack(_masked_crc32c(length)), record,
+                     _FOOTER.pack(_masked_crc32c(record))))
+
+
+masked_crc32c: Callable[[Buffer], int] = core.masked_crc32c if core else _masked_crc32c
+frame: Callable[[Buffer], bytes] = core.frame if core else _frame
 
 
 def unframe_many(frames: Sequence[Buffer], lengths: np.ndarray,

@@ -32,6 +32,7 @@ from queuepipe._frames import (  # noqa: F401 - frame, masked_crc32c: public her
     _FOOTER, _HEADER, _LENGTH, _MASK_DELTA, _MIN_RUN, FRAME_BYTES, HEADER_BYTES, _crc,
     _data_intact, _header_matches, _length_checks_out, _mixed_run_checks_out, _run_checks_out,
     frame, masked_crc32c)
+from queuepipe._core import core
 from queuepipe._streams import CHUNK, ReadBuffer
 from queuepipe.errors import DataLossError, FailedPreconditionError
 from queuepipe.remote import open_file
@@ -39,6 +40,9 @@ from queuepipe.remote import open_file
 __all__ = ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions", "TFRecordCompressionType"]
 
 logger = logging.getLogger(__name__)
+
+# The compiled core's scan of a buffer of frames (see RecordScanner._take_buffered), or None.
+_scan_frames = core.scan_frames if core else None
 
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
@@ -413,7 +417,17 @@ class RecordScanner:
         any lengths (ragged data), :meth:`_take_mixed`. Stops, without consuming it, at the
         first record that is incomplete or fails a check; :meth:`_next_checked` then deals
         with it.
+
+        With the compiled core, one C call does all of it, without the GIL, and stops at the
+        same record.
         """
+        if _scan_frames is not None:
+            b = self._in
+            taken_offsets, taken_values, b.pos, _ = _scan_frames(b.buf, b.pos, b.end,
+                                                                 n - len(values), b.base)
+            offsets.extend(taken_offsets)
+            values.extend(taken_values)
+            return
         buf, view, pos, base = self._in.buf, self._in.view, self._in.pos, self._in.base
         size = self._in.end
         unpack_header, unpack_footer, crc = _HEADER.unpack_from, _FOOTER.unpack_from, _crc

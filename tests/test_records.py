@@ -452,9 +452,11 @@ def test_protocol_path_without_fsspec_names_the_extra(monkeypatch):
 
 
 def scan(path, policy, monkeypatch=None, runs=True):
-    """Everything a scanner gives: (offset, record) pairs, then the error or skips at the end."""
+    """Everything a scanner gives: (offset, record) pairs, then the error or skips at the end.
+    ``runs=False``: the reference, the pure path taking records one by one."""
     if not runs:
         monkeypatch.setattr("queuepipe.records._MIN_RUN", 1 << 30)
+        monkeypatch.setattr("queuepipe.records._scan_frames", None)
     scanner = RecordScanner(path, corrupt_records=policy)
     got, error = [], None
     try:
@@ -508,6 +510,7 @@ def test_runs_of_equal_length_records_read_as_one_by_one(tmp_path, monkeypatch, 
 ], ids=["trailing_zeros", "empty"])
 def test_records_of_a_run_keep_every_byte(tmp_path, monkeypatch, records):
     path = write(tmp_path / "zeros.tfrecord", records)
+    monkeypatch.setattr("queuepipe.records._scan_frames", None)  # the pure path's runs
     taken = []
     take_run = RecordScanner._take_run
     monkeypatch.setattr(RecordScanner, "_take_run",

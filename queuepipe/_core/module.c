@@ -1,0 +1,259 @@
+/* queuepipe._qpcore: the CPython layer of the compiled core, and the only framing file that
+ * includes Python.h. It converts arguments (buffers through the buffer protocol, so no NumPy
+ * headers), calls the pure-C code with the GIL released, and builds results and errors. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "crc32c.h"
+#include "frames.h"
+#include "module_example.h"
+
+/* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
+ * refuses a module whose number differs from its own (a stale build of an older source). */
+#define QP_ABI_VERSION 1
+
+/* Buffers shorter than this are checksummed with the GIL held: releasing and taking it back
+ * costs more than the CRC of a few kilobytes. */
+#define QP_GIL_FREE_BYTES 65536
+
+static uint32_t
+crc_of(uint32_t crc, const Py_buffer *data, uint32_t (*fn)(uint32_t, const uint8_t *, size_t))
+{
+    if (data->len < QP_GIL_FREE_BYTES) {
+        return fn(crc, data->buf, (size_t)data->len);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    crc = fn(crc, data->buf, (size_t)data->len);
+    Py_END_ALLOW_THREADS
+    return crc;
+}
+
+static PyObject *
+crc32c_common(PyObject *args, uint32_t (*fn)(uint32_t, const uint8_t *, size_t))
+{
+    Py_buffer data;
+    unsigned long crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|k", &data, &crc)) {
+        return NULL;
+    }
+    uint32_t result = crc_of((uint32_t)crc, &data, fn);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(result);
+}
+
+PyDoc_STRVAR(crc32c_doc,
+"crc32c(data, value=0, /)\n--\n\n"
+"The CRC-32C of data (a bytes-like object), continuing from value, the CRC-32C of the\n"
+"bytes before (as the crc32c package's crc32c).");
+
+static PyObject *
+py_crc32c(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return crc32c_common(args, qp_crc32c);
+}
+
+PyDoc_STRVAR(crc32c_by_table_doc,
+"crc32c_by_table(data, value=0, /)\n--\n\n"
+"crc32c by the table implementation, whatever instruction the CPU has (for tests).");
+
+static PyObject *
+py_crc32c_by_table(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return crc32c_common(args, qp_crc32c_by_table);
+}
+
+PyDoc_STRVAR(masked_crc32c_doc,
+"masked_crc32c(data, /)\n--\n\n"
+"The masked CRC-32C of data that a TFRecord frame stores.");
+
+static PyObject *
+py_masked_crc32c(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_buffer data;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t crc = crc_of(0, &data, qp_crc32c);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(((crc >> 15) | (crc << 17)) + QP_CRC_MASK_DELTA);
+}
+
+PyDoc_STRVAR(frame_doc,
+"frame(record, /)\n--\n\n"
+"record (a bytes-like object) framed as one TFRecord: header, data, footer, as bytes.");
+
+static PyObject *
+py_frame(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_buffer data;
+    if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *out = NULL;
+    if (data.len > PY_SSIZE_T_MAX - QP_FRAME_BYTES) {
+        PyErr_Format(PyExc_OverflowError, "frame: a record of %zd bytes is too long to frame",
+                     data.len);
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, data.len + QP_FRAME_BYTES);
+    if (out == NULL) {
+        goto done;
+    }
+    uint8_t *dest = (uint8_t *)PyBytes_AS_STRING(out);
+    if (data.len < QP_GIL_FREE_BYTES) {
+        qp_frame_write(data.buf, (size_t)data.len, dest);
+    }
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        qp_frame_write(data.buf, (size_t)data.len, dest);
+        Py_END_ALLOW_THREADS
+    }
+done:
+    PyBuffer_Release(&data);
+    return out;
+}
+
+/* The records a scan took: frame offsets and data, as Python lists. */
+static int
+take_records(const uint8_t *buf, Py_ssize_t base, size_t n, const size_t *starts,
+             const size_t *lengths, PyObject **offsets_out, PyObject **records_out)
+{
+    PyObject *offsets = PyList_New((Py_ssize_t)n);
+    PyObject *records = PyList_New((Py_ssize_t)n);
+    uint8_t **dest = PyMem_Malloc((n ? n : 1) * sizeof(uint8_t *));
+    size_t total = 0;
+    if (offsets == NULL || records == NULL || dest == NULL) {
+        goto error;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *offset = PyLong_FromSsize_t(base + (Py_ssize_t)starts[i]);
+        PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)lengths[i]);
+        if (offset == NULL || record == NULL) {
+            Py_XDECREF(offset);
+            Py_XDECREF(record);
+            goto error;
+        }
+        PyList_SET_ITEM(offsets, (Py_ssize_t)i, offset);
+        PyList_SET_ITEM(records, (Py_ssize_t)i, record);
+        dest[i] = (uint8_t *)PyBytes_AS_STRING(record);
+        total += lengths[i];
+    }
+    /* The new bytes objects are ours alone until returned: filled without the GIL. */
+    if (total < QP_GIL_FREE_BYTES) {
+        for (size_t i = 0; i < n; i++) {
+            memcpy(dest[i], buf + starts[i] + QP_FRAME_HEADER_BYTES, lengths[i]);
+        }
+    }
+    else {
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t i = 0; i < n; i++) {
+            memcpy(dest[i], buf + starts[i] + QP_FRAME_HEADER_BYTES, lengths[i]);
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(dest);
+    *offsets_out = offsets;
+    *records_out = records;
+    return 0;
+error:
+    PyMem_Free(dest);
+    Py_XDECREF(offsets);
+    Py_XDECREF(records);
+    return -1;
+}
+
+PyDoc_STRVAR(scan_frames_doc,
+"scan_frames(buffer, pos, end, max_records, base, /)\n--\n\n"
+"Takes the intact TFRecord frames lying back to back in buffer[pos:end], at most\n"
+"max_records, checking both checksums of each, without the GIL.\n\n"
+"Returns (offsets, records, stop, status): the frames' offsets (base + their index in\n"
+"buffer) and data (bytes), the index just past the last frame taken, and why the scan\n"
+"stopped at stop (0: max_records taken or the end reached; 1: a header cut short; 2: a\n"
+"length checksum mismatch; 3: a frame running past end; 4: a data checksum mismatch).");
+
+static PyObject *
+py_scan_frames(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer buffer;
+    Py_ssize_t pos, end, max_records, base;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &buffer, &pos, &end, &max_records, &base)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *offsets = NULL, *records = NULL;
+    size_t *starts = NULL, *lengths = NULL;
+    if (pos < 0 || pos > end || end > buffer.len) {
+        PyErr_Format(PyExc_ValueError,
+                     "scan_frames: pos %zd and end %zd must satisfy 0 <= pos <= end <= %zd, "
+                     "the buffer's length", pos, end, buffer.len);
+        goto done;
+    }
+    if (max_records < 0 || base < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "scan_frames: max_records (%zd) and base (%zd) must be >= 0",
+                     max_records, base);
+        goto done;
+    }
+    /* A frame takes at least 16 bytes: the arrays are bounded by the buffer, never by a
+     * length read from it. */
+    size_t cap = (size_t)(end - pos) / QP_FRAME_BYTES;
+    if ((size_t)max_records < cap) {
+        cap = (size_t)max_records;
+    }
+    starts = PyMem_Malloc((cap ? cap : 1) * sizeof(size_t));
+    lengths = PyMem_Malloc((cap ? cap : 1) * sizeof(size_t));
+    if (starts == NULL || lengths == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *scanned = (const uint8_t *)buffer.buf + pos;
+    size_t n = 0, stop = 0;
+    qp_frames_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = qp_frames_scan(scanned, (size_t)(end - pos), cap, starts, lengths, &n, &stop);
+    Py_END_ALLOW_THREADS
+    if (take_records(scanned, base + pos, n, starts, lengths, &offsets, &records) < 0) {
+        goto done;
+    }
+    result = Py_BuildValue("NNni", offsets, records, pos + (Py_ssize_t)stop, (int)status);
+done:
+    PyMem_Free(starts);
+    PyMem_Free(lengths);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
+static PyMethodDef core_methods[] = {
+    {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
+    {"crc32c_by_table", py_crc32c_by_table, METH_VARARGS, crc32c_by_table_doc},
+    {"masked_crc32c", py_masked_crc32c, METH_O, masked_crc32c_doc},
+    {"frame", py_frame, METH_O, frame_doc},
+    {"scan_frames", py_scan_frames, METH_VARARGS, scan_frames_doc},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "queuepipe._qpcore",
+    "queuepipe's compiled core: TFRecord framing and CRC-32C (and Example parsing), "
+    "run without the GIL. Loaded by queuepipe._core; not a public API.",
+    -1, core_methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC
+PyInit__qpcore(void)
+{
+    qp_crc32c_init();
+    PyObject *module = PyModule_Create(&core_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(module, "ABI_VERSION", QP_ABI_VERSION) < 0
+        || PyModule_AddStringConstant(module, "CRC_INSTRUCTION", qp_crc32c_instruction()) < 0
+        || qp_example_add_functions(module) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
