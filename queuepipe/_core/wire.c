@@ -307,15 +307,18 @@ take_bytes(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
     return STEP_TAKE;
 }
 
-/* Takes the Feature [p, end) of record `row` for f: exactly one list, of f's type. */
+/* Takes the Feature [p, end) of record `row` for f: exactly one list, of f's type. A Feature
+ * with no list set counts as absent, as TF skips it (present[row] stays 0). */
 static step
 take_feature(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
 {
     static const uint64_t list_tag[] = {
         [QP_INT64] = TAG_INT64_LIST, [QP_FLOAT] = TAG_FLOAT_LIST, [QP_BYTES] = TAG_BYTES_LIST};
     const uint8_t *start, *stop;
+    if (p == end)
+        return STEP_TAKE;
     if (!read_field(&p, end, list_tag[f->dtype], &start, &stop) || p != end)
-        return STEP_HAND_BACK;  /* empty, another list type, or more than one list */
+        return STEP_HAND_BACK;  /* another list type, or more than one list */
     step taken;
     switch (f->dtype) {
     case QP_INT64:
@@ -365,8 +368,8 @@ walk_entries(const key_table *table, qp_feature *features, size_t row,
     return STEP_TAKE;
 }
 
-/* Walks record `row`; the features it did not hold get no values (RAGGED) or are left to
- * the caller's default (DENSE, not required). */
+/* Walks record `row`; the features it does not hold (absent, or a Feature with no list) get
+ * no values (RAGGED) or are left to the caller's default (DENSE, not required). */
 static step
 walk_record(const key_table *table, qp_feature *features, size_t n_features, size_t row,
             qp_span record, int32_t *touched, size_t *n_touched)
@@ -384,7 +387,7 @@ walk_record(const key_table *table, qp_feature *features, size_t n_features, siz
     }
     for (size_t i = 0; i < n_features; i++) {
         qp_feature *f = &features[i];
-        if (f->seen_in == row + 1)
+        if (f->present[row])
             continue;
         if (f->kind == QP_DENSE && f->required)
             return STEP_HAND_BACK;
