@@ -22,6 +22,7 @@ CORE_SOURCES = [
     "queuepipe/_core/frames.c",
     "queuepipe/_core/module.c",
     "queuepipe/_core/module_example.c",
+    "queuepipe/_core/wire.c",
 ]
 
 
@@ -63,6 +64,6 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension("queuepipe._qpcore", sources=CORE_SOURCES,
                            depends=["queuepipe/_core/" + name for name in (
-                               "crc32c.h", "endian.h", "frames.h", "module_example.h")])],
+                               "crc32c.h", "endian.h", "frames.h", "module_example.h", "wire.h")])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

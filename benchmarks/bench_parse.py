@@ -36,7 +36,7 @@ SPECS = {
 
 def general_path(chunk: list, specs: dict) -> dict:
     """parse_example without the layout fast path (queuepipe's per-record parser)."""
-    return parsing._parse_batch(chunk, parsing._example_features(specs), None, fast=False)
+    return parsing._parse_batch(chunk, parsing._example_features(specs), None, walker=None)
 
 
 def rate(fn, chunks: list, specs: dict, repeat: int) -> float:

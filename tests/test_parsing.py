@@ -11,6 +11,12 @@ from hypothesis import strategies as st
 
 import queuepipe as qp
 from queuepipe import parsing
+from queuepipe.parsing import _walkers
+
+# The ways parse_example can take a batch: each walker (the compiled one where it is loaded),
+# and None, the per-record parser alone.
+WALKERS = [_walkers.pure_walk, None] + ([_walkers.core_walk] if _walkers.core_available()
+                                        else [])
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.protos import Example, Feature, make_example
 from queuepipe.records import tf_record_iterator
@@ -66,11 +72,15 @@ def _assert_output(got, expected, prefix):
 
 
 def _both_paths(records, spec, example_names=None):
-    """parse_example's result by the fast path and by the per-record path, which must agree."""
+    """parse_example's result by the fast path (the pure walker, and the compiled one when it
+    is loaded) and by the per-record path, which must agree."""
     features = parsing._example_features(spec)
-    fast = parsing._parse_batch(records, features, example_names, fast=True)
-    general = parsing._parse_batch(records, features, example_names, fast=False)
+    fast = parsing._parse_batch(records, features, example_names, walker=_walkers.pure_walk)
+    general = parsing._parse_batch(records, features, example_names, walker=None)
     _assert_equal_outputs(fast, general)
+    if _walkers.core_available():
+        _assert_equal_outputs(parsing._parse_batch(records, features, example_names,
+                                                   walker=_walkers.core_walk), general)
     return fast
 
 
@@ -132,8 +142,8 @@ BAD_SPEC_MESSAGES = {
 }
 
 
-@pytest.mark.parametrize("fast", [True, False])
-def test_bad_specs_raise_tensorflows_error(golden, fast):
+@pytest.mark.parametrize("walker", WALKERS)
+def test_bad_specs_raise_tensorflows_error(golden, walker):
     manifest, _, raw, _ = golden
     assert set(manifest["bad_specs"]) == set(BAD_SPEC_MESSAGES)
     for bad_name, bad in manifest["bad_specs"].items():
@@ -142,7 +152,7 @@ def test_bad_specs_raise_tensorflows_error(golden, fast):
         tf_words = tf_words.replace("Name: <unknown>, ", "")
         features = parsing._example_features(_specs(bad["spec"]))
         with pytest.raises(InvalidArgumentError, match=BAD_SPEC_MESSAGES[bad_name]) as info:
-            parsing._parse_batch(raw, features, None, fast=fast)
+            parsing._parse_batch(raw, features, None, walker=walker)
         assert tf_words in str(info.value)
 
 
@@ -280,10 +290,10 @@ def test_the_first_bad_record_is_reported_whichever_path_sees_it():
     good = make_example({"a": 1}).SerializeToString()
     bad = make_example({"a": 2.0}).SerializeToString()  # same length, other list
     records = [good] * 6 + [bad] + [good] * 3 + [bad]
-    for fast in (True, False):
+    for walker in WALKERS:
         with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: a, Index: 6\."):
             parsing._parse_batch(records, parsing._example_features(
-                {"a": qp.FixedLenFeature([], qp.int64)}), None, fast=fast)
+                {"a": qp.FixedLenFeature([], qp.int64)}), None, walker=walker)
 
 
 def test_undecodable_record_names_its_index():
@@ -564,20 +574,23 @@ def _batches(draw):
     return records, spec
 
 
-def _outcome(records, spec, fast):
+def _outcome(records, spec, walker):
     try:
-        return parsing._parse_batch(records, parsing._example_features(spec), None, fast=fast)
+        return parsing._parse_batch(records, parsing._example_features(spec), None,
+                                    walker=walker)
     except InvalidArgumentError as e:
         return str(e)
 
 
 def _assert_fast_equals_general(records, spec):
     """The bulk paths give what the per-record parser gives: the outputs, or TF's error."""
-    fast, general = _outcome(records, spec, True), _outcome(records, spec, False)
-    if isinstance(general, str):
-        assert fast == general
-    else:
-        _assert_equal_outputs(fast, general)
+    general = _outcome(records, spec, None)
+    for walker in WALKERS:
+        fast = _outcome(records, spec, walker)
+        if isinstance(general, str):
+            assert fast == general
+        else:
+            _assert_equal_outputs(fast, general)
 
 
 @given(_batches())
@@ -598,19 +611,18 @@ def test_make_example_values_come_back_from_parse_example(dicts):
             kinds.setdefault(key, type(value[0]))
     spec = {key: qp.VarLenFeature({int: qp.int64, float: qp.float32, bytes: qp.string}[kind])
             for key, kind in kinds.items()}
-    outcome = _outcome(records, spec, True)
-    assert outcome == _outcome(records, spec, False) if isinstance(outcome, str) else True
+    _assert_fast_equals_general(records, spec)
+    outcome = _outcome(records, spec, _walkers.walk)
     if isinstance(outcome, str):  # one key held two kinds of list: TF's dtype error
         assert "Data types don't match" in outcome
         return
-    _assert_equal_outputs(outcome, _outcome(records, spec, False))
     for key, sparse in outcome.items():
         want = [v for values in dicts * 2 for v in values.get(key, [])]
         assert sparse.values.tolist() == want
 
 
 def _single_by_protobuf(record, spec):
-    batch = parsing._parse_batch([record], parsing._example_features(spec), None, fast=False)
+    batch = parsing._parse_batch([record], parsing._example_features(spec), None, walker=None)
     return {key: parsing._unbatch(value) for key, value in batch.items()}
 
 
@@ -805,7 +817,7 @@ def test_the_ragged_walk_decodes_varints_of_every_size(monkeypatch, bits):
 def test_parse_single_example_equals_the_general_path_record_by_record(batch):
     records, spec = batch
     for record in records:
-        general = _outcome([record], spec, False)
+        general = _outcome([record], spec, None)
         try:
             single = qp.io.parse_single_example(record, spec)
         except InvalidArgumentError as e:
@@ -833,8 +845,8 @@ def test_lengths_pointing_past_the_batch_read_as_damage_not_as_an_index_error(ju
                for i in range(len(junk))]
     records.insert(where, damaged)
     spec = {"a": qp.io.VarLenFeature(qp.int64), "b": qp.io.FixedLenFeature([], qp.int64, 0)}
-    fast, general = _outcome(records, spec, True), _outcome(records, spec, False)
-    assert isinstance(general, str) and fast == general
+    assert isinstance(_outcome(records, spec, None), str)
+    _assert_fast_equals_general(records, spec)
 
 
 def test_decode_csv_rounds_float32_columns_once_as_tf_does():

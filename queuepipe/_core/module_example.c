@@ -1,9 +1,237 @@
-/* Stub until core-example's Example walk lands: adds no function. */
+/* The CPython layer of the Example wire walk (wire.c): converts arguments, releases the GIL
+ * for the walk of a whole chunk, and turns the walk's scratch into Python objects. */
 #include "module_example.h"
+
+#include <string.h>
+
+#include "wire.h"
+
+/* The spec tuple of one feature: (key: bytes, dtype: 0 int64 / 1 float / 2 bytes,
+ * ragged: bool, size: int, required: bool). */
+static int
+read_spec(PyObject *item, Py_ssize_t index, qp_feature *f)
+{
+    PyObject *key;
+    int dtype, ragged, required;
+    Py_ssize_t size;
+    if (!PyTuple_Check(item)
+        || !PyArg_ParseTuple(item, "O!ipnp", &PyBytes_Type, &key, &dtype, &ragged, &size,
+                             &required)) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "walk_examples: spec[%zd] must be (key bytes, dtype, ragged, size, "
+                         "required)", index);
+        }
+        return -1;
+    }
+    if (dtype < QP_INT64 || dtype > QP_BYTES || size < 0) {
+        PyErr_Format(PyExc_ValueError, "walk_examples: spec[%zd] has dtype %d (not 0-2) or "
+                     "size %zd (negative)", index, dtype, size);
+        return -1;
+    }
+    f->key = (const uint8_t *)PyBytes_AS_STRING(key);
+    f->key_len = (size_t)PyBytes_GET_SIZE(key);
+    f->dtype = (qp_dtype)dtype;
+    f->kind = ragged ? QP_RAGGED : QP_DENSE;
+    f->size = (uint64_t)size;
+    f->required = required;
+    return 0;
+}
+
+/* Takes a writable C-contiguous buffer of at least min_bytes bytes from obj into view. */
+static int
+writable(PyObject *obj, Py_buffer *view, size_t min_bytes, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if ((size_t)view->len < min_bytes) {
+        PyErr_Format(PyExc_ValueError, "walk_examples: %s holds %zd bytes, needs %zu", what,
+                     view->len, min_bytes);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* A list of bytes, one per span in f's scratch. */
+static PyObject *
+span_list(const qp_feature *f)
+{
+    size_t n = f->values.len / sizeof(qp_span);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (list == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        qp_span span;
+        memcpy(&span, f->values.data + i * sizeof span, sizeof span);
+        PyObject *value = PyBytes_FromStringAndSize((const char *)span.data,
+                                                    (Py_ssize_t)span.len);
+        if (value == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, value);
+    }
+    return list;
+}
+
+/* What the walk left for f: None (dense numbers, already in place), a bytearray of ragged
+ * numbers, or a list of bytes. */
+static PyObject *
+feature_result(const qp_feature *f)
+{
+    if (f->dtype == QP_BYTES)
+        return span_list(f);
+    if (f->kind == QP_DENSE)
+        Py_RETURN_NONE;
+    return PyByteArray_FromStringAndSize((const char *)f->values.data,
+                                         (Py_ssize_t)f->values.len);
+}
+
+PyDoc_STRVAR(walk_examples_doc,
+"walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
+"Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
+"feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
+"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
+"present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
+"handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
+"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
+
+static PyObject *
+walk_examples(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *records_arg, *spec, *outs, *present_arg, *counts_arg, *back_arg;
+    if (!PyArg_ParseTuple(args, "OO!O!OOO:walk_examples", &records_arg, &PyTuple_Type, &spec,
+                          &PyTuple_Type, &outs, &present_arg, &counts_arg, &back_arg))
+        return NULL;
+    Py_ssize_t n_features = PyTuple_GET_SIZE(spec);
+    if (PyTuple_GET_SIZE(outs) != n_features) {
+        PyErr_Format(PyExc_ValueError, "walk_examples: %zd outs for %zd features",
+                     PyTuple_GET_SIZE(outs), n_features);
+        return NULL;
+    }
+    /* A tuple holds a reference to every record while the GIL is released: a list could be
+     * changed by another thread meanwhile. */
+    PyObject *records = PySequence_Tuple(records_arg);
+    if (records == NULL)
+        return NULL;
+    Py_ssize_t n_records = PyTuple_GET_SIZE(records);
+    PyObject *result = NULL;
+    qp_span *spans = PyMem_Calloc((size_t)n_records + 1, sizeof(qp_span));
+    qp_feature *features = PyMem_Calloc((size_t)n_features + 1, sizeof(qp_feature));
+    Py_buffer *views = PyMem_Calloc((size_t)n_features + 1, sizeof(Py_buffer));
+    Py_buffer present = {0}, counts = {0}, back = {0};
+    if (spans == NULL || features == NULL || views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_records; i++) {
+        PyObject *record = PyTuple_GET_ITEM(records, i);
+        if (!PyBytes_Check(record)) {
+            PyErr_Format(PyExc_TypeError, "walk_examples: records[%zd] is %.80s, not bytes",
+                         i, Py_TYPE(record)->tp_name);
+            goto done;
+        }
+        spans[i].data = (const uint8_t *)PyBytes_AS_STRING(record);
+        spans[i].len = (size_t)PyBytes_GET_SIZE(record);
+    }
+    size_t cells = (size_t)n_features * (size_t)n_records;
+    if (writable(present_arg, &present, cells, "present") < 0
+        || writable(counts_arg, &counts, cells * sizeof(int64_t), "counts") < 0
+        || writable(back_arg, &back, (size_t)n_records, "handed_back") < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        qp_feature *f = &features[i];
+        if (read_spec(PyTuple_GET_ITEM(spec, i), i, f) < 0)
+            goto done;
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (features[j].key_len == f->key_len
+                && memcmp(features[j].key, f->key, f->key_len) == 0) {
+                PyErr_Format(PyExc_ValueError, "walk_examples: spec[%zd] repeats a key", i);
+                goto done;
+            }
+        }
+        f->present = (uint8_t *)present.buf + (size_t)i * (size_t)n_records;
+        f->counts = (int64_t *)counts.buf + (size_t)i * (size_t)n_records;
+        PyObject *out = PyTuple_GET_ITEM(outs, i);
+        if (out == Py_None)
+            continue;
+        if (f->kind != QP_DENSE || f->dtype == QP_BYTES) {
+            PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be None", i);
+            goto done;
+        }
+        if (writable(out, &views[i], 0, "an output") < 0)
+            goto done;
+        f->dense = views[i].buf;
+        f->dense_len_bytes = (size_t)views[i].len;
+    }
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        if (features[i].kind == QP_DENSE && features[i].dtype != QP_BYTES
+            && features[i].dense == NULL) {
+            PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] is None for a dense "
+                         "number feature", i);
+            goto done;
+        }
+    }
+    qp_walk_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = qp_walk_examples(spans, (size_t)n_records, features, (size_t)n_features,
+                              back.buf);
+    Py_END_ALLOW_THREADS
+    if (status == QP_WALK_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (status == QP_WALK_BAD_ARGUMENT) {
+        PyErr_SetString(PyExc_ValueError,
+                        "walk_examples: a dense output is smaller than records x size");
+        goto done;
+    }
+    result = PyTuple_New(n_features);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        PyObject *item = feature_result(&features[i]);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, item);
+    }
+done:
+    if (features != NULL) {
+        for (Py_ssize_t i = 0; i < n_features; i++)
+            qp_feature_release(&features[i]);
+    }
+    if (views != NULL) {
+        for (Py_ssize_t i = 0; i < n_features; i++) {
+            if (views[i].obj != NULL)
+                PyBuffer_Release(&views[i]);
+        }
+    }
+    if (present.obj != NULL)
+        PyBuffer_Release(&present);
+    if (counts.obj != NULL)
+        PyBuffer_Release(&counts);
+    if (back.obj != NULL)
+        PyBuffer_Release(&back);
+    PyMem_Free(views);
+    PyMem_Free(features);
+    PyMem_Free(spans);
+    Py_DECREF(records);
+    return result;
+}
+
+static PyMethodDef example_methods[] = {
+    {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
+    {NULL, NULL, 0, NULL},
+};
 
 int
 qp_example_add_functions(PyObject *module)
 {
-    (void)module;
-    return 0;
+    return PyModule_AddFunctions(module, example_methods);
 }

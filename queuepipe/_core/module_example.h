@@ -1,4 +1,4 @@
-/* The Example parsing functions of queuepipe._qpcore (core-example replaces this stub). */
+/* The Example parsing functions of queuepipe._qpcore (see module_example.c). */
 #ifndef QP_MODULE_EXAMPLE_H
 #define QP_MODULE_EXAMPLE_H
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from queuepipe.parsing._bulk import _parse_fast
+from queuepipe.parsing import _walkers
 from queuepipe.parsing._record import _parse_record
 from queuepipe.parsing._single import _parse_single_plain, _single_parser
 from queuepipe.parsing._sinks import _sink, _unbatch
@@ -48,10 +48,11 @@ def _batch_names(example_names, batch):
     return names
 
 
-def _parse_batch(records, features, names, fast=True):
-    """Parses a list of serialized Examples with normalized ``features``."""
+def _parse_batch(records, features, names, walker=_walkers.walk):
+    """Parses a list of serialized Examples with normalized ``features``: the ``walker``
+    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest."""
     sinks = [_sink(feature, len(records)) for feature in features]
-    left = _parse_fast(records, features, sinks) if fast else range(len(records))
+    left = walker(records, features, sinks) if walker else range(len(records))
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
                       features, sinks)
@@ -95,10 +96,11 @@ class _ExampleFeatures(list):
     it: record length -> a function of a record of that length that returns its outputs, or
     None when the record is not laid out as the length's template (see _single_parser)."""
 
-    __slots__ = ("single_parsers", "lengths_seen")
+    __slots__ = ("single_parsers", "lengths_seen", "core_spec")
 
     def __init__(self, features):
         super().__init__(features)
+        self.core_spec = None  # the features as the compiled walk takes them (._walkers)
         self.single_parsers: Dict[int, Callable[[bytes], Optional[Dict[str, Any]]]] = {}
         self.lengths_seen: set = set()
 
@@ -177,5 +179,5 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     if plain is not None:
         return plain
     names = None if example_names is None else [example_names]
-    batch = _parse_batch([serialized], parsed_features, names, fast=False)
+    batch = _parse_batch([serialized], parsed_features, names, walker=None)
     return {key: _unbatch(value) for key, value in batch.items()}

@@ -1,0 +1,458 @@
+/* The wire walk of serialized Examples (see wire.h for what it promises).
+ *
+ * The grammar it takes, every field length-delimited (wire type 2) and its tag one byte:
+ *
+ *     Example    (0x0A len Features)?        at most once: a second one would be merged
+ *     Features   (0x0A len entry)*
+ *     entry      0x0A len key  0x12 len Feature      exactly these two, in this order
+ *     Feature    (0x0A | 0x12 | 0x1A) len list        bytes, float, int64: exactly one
+ *     list       0x0A len payload                     floats and int64s packed, one chunk;
+ *                (0x0A len bytes)*                    strings one field each
+ *
+ * The walk is a fixed four levels deep (no recursion). Every length is compared, as an
+ * unsigned 64-bit number, with the bytes left before a pointer moves; every write goes
+ * through a bound. A record that strays from the grammar is handed back (see wire.h).
+ */
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The tags of the grammar: field number << 3 | wire type 2. */
+#define TAG_FIELD1 0x0Au  /* Example.features, Features.feature, entry key, list values */
+#define TAG_FIELD2 0x12u  /* entry value */
+#define TAG_BYTES_LIST 0x0Au
+#define TAG_FLOAT_LIST 0x12u
+#define TAG_INT64_LIST 0x1Au
+
+/* What one step of the walk decided. */
+typedef enum { STEP_TAKE = 0, STEP_HAND_BACK, STEP_NO_MEMORY } step;
+
+/* --- Reading the wire format ------------------------------------------------------------ */
+
+/* Reads a varint of at most max_bytes bytes at *p, never reading at or past end. A tenth
+ * byte holding bits past the 64th is refused (protobuf would drop them: the pure path
+ * decides such a record). Returns 1 and moves *p past it, or 0. */
+static int
+read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, uint64_t *out)
+{
+    const uint8_t *q = *p;
+    uint64_t value = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (q == end)
+            return 0;
+        uint8_t byte = *q++;
+        if (i == QP_MAX_VARINT_BYTES - 1 && byte > 1)
+            return 0;
+        value |= (uint64_t)(byte & 0x7F) << (7 * i);
+        if (byte < 0x80) {
+            *p = q;
+            *out = value;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Reads the tag `tag` and a length at *p; on success the field's payload is
+ * [*start, *stop) and *p is *stop. Returns 0 for another tag, a bad varint or a payload
+ * that passes end. */
+static int
+read_field(const uint8_t **p, const uint8_t *end, uint64_t tag,
+           const uint8_t **start, const uint8_t **stop)
+{
+    const uint8_t *q = *p;
+    uint64_t got, len_bytes;
+    if (!read_varint(&q, end, QP_MAX_TAG_BYTES, &got) || got != tag)
+        return 0;
+    if (!read_varint(&q, end, QP_MAX_VARINT_BYTES, &len_bytes))
+        return 0;
+    if (len_bytes > (uint64_t)(end - q))
+        return 0;
+    *start = q;
+    *stop = q + len_bytes;
+    *p = *stop;
+    return 1;
+}
+
+/* --- Scratch ------------------------------------------------------------------------------ */
+
+/* Makes room for more_bytes more bytes in s. Returns 0 when it cannot. */
+static int
+scratch_reserve(qp_scratch *s, size_t more_bytes)
+{
+    size_t need;
+    if (__builtin_add_overflow(s->len, more_bytes, &need))
+        return 0;
+    if (need <= s->cap)
+        return 1;
+    size_t cap = s->cap ? s->cap : 256;
+    while (cap < need) {
+        if (__builtin_mul_overflow(cap, (size_t)2, &cap))
+            return 0;
+    }
+    uint8_t *grown = realloc(s->data, cap);
+    if (grown == NULL)
+        return 0;
+    s->data = grown;
+    s->cap = cap;
+    return 1;
+}
+
+void
+qp_feature_release(qp_feature *feature)
+{
+    free(feature->values.data);
+    feature->values.data = NULL;
+    feature->values.len = feature->values.cap = 0;
+}
+
+/* --- The table of requested keys ---------------------------------------------------------- */
+
+typedef struct {
+    int32_t *slots;  /* feature index, or -1; a power of two of them */
+    size_t mask;
+} key_table;
+
+static uint64_t
+hash_key(const uint8_t *key, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+    for (size_t i = 0; i < len; i++) {
+        h ^= key[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int
+table_build(key_table *table, const qp_feature *features, size_t n_features)
+{
+    size_t n_slots = 8;
+    while (n_slots < 2 * n_features) {
+        if (__builtin_mul_overflow(n_slots, (size_t)2, &n_slots))
+            return 0;
+    }
+    table->slots = malloc(n_slots * sizeof(int32_t));
+    if (table->slots == NULL)
+        return 0;
+    table->mask = n_slots - 1;
+    for (size_t i = 0; i < n_slots; i++)
+        table->slots[i] = -1;
+    for (size_t f = 0; f < n_features; f++) {
+        size_t slot = hash_key(features[f].key, features[f].key_len) & table->mask;
+        while (table->slots[slot] >= 0)
+            slot = (slot + 1) & table->mask;
+        table->slots[slot] = (int32_t)f;
+    }
+    return 1;
+}
+
+/* The index of the feature whose key is [key, key + len), or -1. */
+static int32_t
+table_find(const key_table *table, const qp_feature *features,
+           const uint8_t *key, size_t len)
+{
+    size_t slot = hash_key(key, len) & table->mask;
+    for (;;) {
+        int32_t f = table->slots[slot];
+        if (f < 0)
+            return -1;
+        if (features[f].key_len == len && memcmp(features[f].key, key, len) == 0)
+            return f;
+        slot = (slot + 1) & table->mask;
+    }
+}
+
+/* --- Lists -------------------------------------------------------------------------------- */
+
+/* Decodes the packed varints [p, end) into out[0 .. cap) (values past cap are counted, not
+ * written); *count is how many there were. Returns 0 for a malformed varint. */
+static int
+decode_varints(const uint8_t *p, const uint8_t *end, uint8_t *out, uint64_t cap,
+               uint64_t *count)
+{
+    uint64_t n = 0;
+    while (p < end) {
+        uint64_t value;
+        if (!read_varint(&p, end, QP_MAX_VARINT_BYTES, &value))
+            return 0;
+        if (n < cap)
+            memcpy(out + n * sizeof(int64_t), &value, sizeof(int64_t));
+        n++;
+    }
+    *count = n;
+    return 1;
+}
+
+/* Copies n little-endian float32 values from src to dst in the host's order. */
+static void
+copy_floats(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (uint64_t i = 0; i < n; i++) {
+        dst[4 * i] = src[4 * i + 3];
+        dst[4 * i + 1] = src[4 * i + 2];
+        dst[4 * i + 2] = src[4 * i + 1];
+        dst[4 * i + 3] = src[4 * i];
+    }
+#else
+    memcpy(dst, src, (size_t)(n * 4));
+#endif
+}
+
+/* Whether count values fit the feature's shape; else the pure path reports the error. */
+static int
+count_fits(const qp_feature *f, uint64_t count)
+{
+    if (f->kind == QP_DENSE)
+        return count == f->size;
+    return f->size ? count % f->size == 0 : count == 0;
+}
+
+/* The payload [p, end) of a packed numeric list (the bytes after the list's own tag and
+ * length); empty when the list holds no field. Returns 0 when the list is not one packed
+ * chunk. */
+static int
+packed_payload(const uint8_t *p, const uint8_t *end, const uint8_t **start,
+               const uint8_t **stop)
+{
+    if (p == end) {
+        *start = *stop = p;
+        return 1;
+    }
+    return read_field(&p, end, TAG_FIELD1, start, stop) && p == end;
+}
+
+/* Takes record `row`'s int64 list [p, end) for f. */
+static step
+take_int64(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *start, *stop;
+    if (!packed_payload(p, end, &start, &stop))
+        return STEP_HAND_BACK;
+    if (f->kind == QP_DENSE) {
+        uint64_t count;
+        uint8_t *out = f->dense + row * f->size * sizeof(int64_t);
+        if (!decode_varints(start, stop, out, f->size, &count) || count != f->size)
+            return STEP_HAND_BACK;
+        return STEP_TAKE;
+    }
+    /* The count from the terminal bytes sizes the scratch; the decode is bounded by it and
+     * must find the same count. */
+    uint64_t terminal = 0;
+    for (const uint8_t *q = start; q < stop; q++)
+        terminal += *q < 0x80;
+    size_t n_bytes;
+    if (__builtin_mul_overflow((size_t)terminal, sizeof(int64_t), &n_bytes))
+        return STEP_HAND_BACK;
+    if (!scratch_reserve(&f->values, n_bytes))
+        return STEP_NO_MEMORY;
+    uint64_t count;
+    if (!decode_varints(start, stop, f->values.data + f->values.len, terminal, &count)
+        || count != terminal || !count_fits(f, count))
+        return STEP_HAND_BACK;
+    f->values.len += n_bytes;
+    f->counts[row] = (int64_t)count;
+    return STEP_TAKE;
+}
+
+/* Takes record `row`'s float list [p, end) for f. */
+static step
+take_float(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *start, *stop;
+    if (!packed_payload(p, end, &start, &stop))
+        return STEP_HAND_BACK;
+    size_t len_bytes = (size_t)(stop - start);
+    if (len_bytes % 4 != 0)
+        return STEP_HAND_BACK;
+    uint64_t count = len_bytes / 4;
+    if (!count_fits(f, count))
+        return STEP_HAND_BACK;
+    if (f->kind == QP_DENSE) {
+        copy_floats(f->dense + row * f->size * 4, start, count);
+        return STEP_TAKE;
+    }
+    if (!scratch_reserve(&f->values, len_bytes))
+        return STEP_NO_MEMORY;
+    copy_floats(f->values.data + f->values.len, start, count);
+    f->values.len += len_bytes;
+    f->counts[row] = (int64_t)count;
+    return STEP_TAKE;
+}
+
+/* Takes record `row`'s bytes list [p, end) for f: one span per value. */
+static step
+take_bytes(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
+{
+    uint64_t count = 0;
+    while (p < end) {
+        const uint8_t *start, *stop;
+        if (!read_field(&p, end, TAG_FIELD1, &start, &stop))
+            return STEP_HAND_BACK;
+        if (f->kind == QP_DENSE && count >= f->size)
+            return STEP_HAND_BACK;
+        if (!scratch_reserve(&f->values, sizeof(qp_span)))
+            return STEP_NO_MEMORY;
+        qp_span span = {start, (size_t)(stop - start)};
+        memcpy(f->values.data + f->values.len, &span, sizeof span);
+        f->values.len += sizeof span;
+        count++;
+    }
+    if (!count_fits(f, count))
+        return STEP_HAND_BACK;
+    if (f->kind == QP_RAGGED)
+        f->counts[row] = (int64_t)count;
+    return STEP_TAKE;
+}
+
+/* Takes the Feature [p, end) of record `row` for f: exactly one list, of f's type. A Feature
+ * with no list set counts as absent, as TF skips it (present[row] stays 0). */
+static step
+take_feature(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
+{
+    static const uint64_t list_tag[] = {
+        [QP_INT64] = TAG_INT64_LIST, [QP_FLOAT] = TAG_FLOAT_LIST, [QP_BYTES] = TAG_BYTES_LIST};
+    const uint8_t *start, *stop;
+    if (p == end)
+        return STEP_TAKE;
+    if (!read_field(&p, end, list_tag[f->dtype], &start, &stop) || p != end)
+        return STEP_HAND_BACK;  /* another list type, or more than one list */
+    step taken;
+    switch (f->dtype) {
+    case QP_INT64:
+        taken = take_int64(f, row, start, stop);
+        break;
+    case QP_FLOAT:
+        taken = take_float(f, row, start, stop);
+        break;
+    default:
+        taken = take_bytes(f, row, start, stop);
+        break;
+    }
+    if (taken == STEP_TAKE)
+        f->present[row] = 1;
+    return taken;
+}
+
+/* --- Records ------------------------------------------------------------------------------ */
+
+/* Walks the map entries [p, end) of record `row`; touched[] collects the features it took
+ * (each once: a key twice hands the record back), *n_touched their number. */
+static step
+walk_entries(const key_table *table, qp_feature *features, size_t row,
+             const uint8_t *p, const uint8_t *end, int32_t *touched, size_t *n_touched)
+{
+    while (p < end) {
+        const uint8_t *entry, *entry_end, *key, *key_end, *value, *value_end;
+        if (!read_field(&p, end, TAG_FIELD1, &entry, &entry_end))
+            return STEP_HAND_BACK;
+        if (!read_field(&entry, entry_end, TAG_FIELD1, &key, &key_end)
+            || !read_field(&entry, entry_end, TAG_FIELD2, &value, &value_end)
+            || entry != entry_end)
+            return STEP_HAND_BACK;
+        int32_t index = table_find(table, features, key, (size_t)(key_end - key));
+        if (index < 0)
+            continue;  /* not requested: never looked inside */
+        qp_feature *f = &features[index];
+        if (f->seen_in == row + 1)
+            return STEP_HAND_BACK;
+        f->seen_in = row + 1;
+        f->record_start = f->values.len;
+        touched[(*n_touched)++] = index;
+        step taken = take_feature(f, row, value, value_end);
+        if (taken != STEP_TAKE)
+            return taken;
+    }
+    return STEP_TAKE;
+}
+
+/* Walks record `row`; the features it does not hold (absent, or a Feature with no list) get
+ * no values (RAGGED) or are left to the caller's default (DENSE, not required). */
+static step
+walk_record(const key_table *table, qp_feature *features, size_t n_features, size_t row,
+            qp_span record, int32_t *touched, size_t *n_touched)
+{
+    const uint8_t *p = record.data, *end = record.data + record.len;
+    int seen_features = 0;
+    while (p < end) {
+        const uint8_t *start, *stop;
+        if (seen_features || !read_field(&p, end, TAG_FIELD1, &start, &stop))
+            return STEP_HAND_BACK;
+        seen_features = 1;
+        step taken = walk_entries(table, features, row, start, stop, touched, n_touched);
+        if (taken != STEP_TAKE)
+            return taken;
+    }
+    for (size_t i = 0; i < n_features; i++) {
+        qp_feature *f = &features[i];
+        if (f->present[row])
+            continue;
+        if (f->kind == QP_DENSE && f->required)
+            return STEP_HAND_BACK;
+        if (f->kind == QP_RAGGED)
+            f->counts[row] = 0;
+    }
+    return STEP_TAKE;
+}
+
+/* Takes back what a handed-back record left in the features it touched. */
+static void
+undo_record(qp_feature *features, size_t row, const int32_t *touched, size_t n_touched)
+{
+    for (size_t i = 0; i < n_touched; i++) {
+        qp_feature *f = &features[touched[i]];
+        f->values.len = f->record_start;
+        f->present[row] = 0;
+        if (f->kind == QP_RAGGED)
+            f->counts[row] = 0;
+    }
+}
+
+static int
+outputs_fit(const qp_feature *f, size_t n_records)
+{
+    size_t n_values, n_bytes;
+    if (f->kind != QP_DENSE || f->dtype == QP_BYTES)
+        return 1;
+    if (__builtin_mul_overflow(n_records, (size_t)f->size, &n_values)
+        || __builtin_mul_overflow(n_values, (size_t)(f->dtype == QP_INT64 ? 8 : 4), &n_bytes))
+        return 0;
+    return f->size == (uint64_t)(size_t)f->size && n_bytes <= f->dense_len_bytes;
+}
+
+qp_walk_status
+qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
+                 size_t n_features, uint8_t *handed_back)
+{
+    for (size_t i = 0; i < n_features; i++) {
+        if (!outputs_fit(&features[i], n_records))
+            return QP_WALK_BAD_ARGUMENT;
+        features[i].seen_in = 0;
+    }
+    key_table table;
+    if (!table_build(&table, features, n_features))
+        return QP_WALK_NO_MEMORY;
+    int32_t *touched = malloc((n_features ? n_features : 1) * sizeof(int32_t));
+    if (touched == NULL) {
+        free(table.slots);
+        return QP_WALK_NO_MEMORY;
+    }
+    qp_walk_status status = QP_WALK_OK;
+    for (size_t row = 0; row < n_records; row++) {
+        size_t n_touched = 0;
+        step taken = walk_record(&table, features, n_features, row, records[row], touched,
+                                 &n_touched);
+        if (taken == STEP_NO_MEMORY) {
+            status = QP_WALK_NO_MEMORY;
+            break;
+        }
+        handed_back[row] = taken == STEP_HAND_BACK;
+        if (taken == STEP_HAND_BACK)
+            undo_record(features, row, touched, n_touched);
+    }
+    free(touched);
+    free(table.slots);
+    return status;
+}

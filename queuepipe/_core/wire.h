@@ -1,0 +1,85 @@
+/* The wire walk of serialized Examples: pure C, no Python.h, so that it can be tested and
+ * fuzzed without an interpreter.
+ *
+ * qp_walk_examples() walks a chunk of records, Example -> Features -> map entries, keeping
+ * views into the input (no copies) and decoding only the requested keys (a hash table of the
+ * spec's keys, built once per call). Dense int64/float values go straight into the caller's
+ * [n_records * size] arrays; ragged values and every string (as a span into its record) go
+ * to per-feature scratch, record after record.
+ *
+ * It takes only the plain encoding of a record that parses cleanly with the spec. Anything
+ * else -- an unknown field, a list in several chunks or unpacked, a requested key twice, an
+ * empty Feature, another list type than the spec's, a wrong count, a required feature
+ * absent, malformed bytes -- marks the record "handed back": none of its values are kept, and
+ * the caller's pure path decides that record's values or its error. So the walk never has to
+ * reproduce an error message, and both paths agree on every input.
+ */
+#ifndef QUEUEPIPE_WIRE_H
+#define QUEUEPIPE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* protobuf's limits: a varint is at most 10 bytes, a tag (a 32-bit number) at most 5. */
+#define QP_MAX_VARINT_BYTES 10
+#define QP_MAX_TAG_BYTES 5
+
+typedef enum { QP_INT64 = 0, QP_FLOAT = 1, QP_BYTES = 2 } qp_dtype;
+
+/* DENSE: a FixedLenFeature, exactly `size` values per record. RAGGED: a VarLenFeature
+ * (stride 1) or a FixedLenSequenceFeature (a multiple of its stride `size`). */
+typedef enum { QP_DENSE = 0, QP_RAGGED = 1 } qp_kind;
+
+typedef enum {
+    QP_WALK_OK = 0,        /* every record walked: accepted or handed back */
+    QP_WALK_NO_MEMORY,     /* scratch could not grow: nothing is usable */
+    QP_WALK_BAD_ARGUMENT,  /* a dense output too small for n_records * size values */
+} qp_walk_status;
+
+/* A view into a record: a record itself, or one string value. */
+typedef struct {
+    const uint8_t *data;
+    size_t len;
+} qp_span;
+
+/* A growable byte buffer owned by the walk; free with qp_feature_release(). */
+typedef struct {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} qp_scratch;
+
+typedef struct {
+    /* The spec, set by the caller. */
+    const uint8_t *key;
+    size_t key_len;
+    qp_dtype dtype;
+    qp_kind kind;
+    uint64_t size;     /* DENSE: values per record; RAGGED: the stride (0 allowed) */
+    int required;      /* DENSE: a record without the feature is handed back */
+    /* Outputs, allocated by the caller (n_records entries each unless said). */
+    uint8_t *dense;    /* DENSE int64/float: n_records * size values, row i at i * size */
+    size_t dense_len_bytes;
+    uint8_t *present;  /* 1 where an accepted record held the feature, else 0 */
+    int64_t *counts;   /* RAGGED: the number of values of each accepted record */
+    /* Outputs owned by the walk: RAGGED int64/float values of the accepted records, in record
+     * order; for QP_BYTES, a qp_span per value (DENSE or RAGGED) of the accepted records. */
+    qp_scratch values;
+    /* Walk state. */
+    size_t seen_in;       /* 1 + the index of the record that last held the key */
+    size_t record_start;  /* values.len when that record first touched the feature */
+} qp_feature;
+
+/* Walks records[0 .. n_records) with the n_features features: for each record, either its
+ * values are written to the features' outputs and handed_back[i] = 0, or handed_back[i] = 1
+ * and it left nothing in `values` or `present` (dense rows it began may hold partial values:
+ * the caller rewrites them). The features' keys must be distinct. Returns QP_WALK_OK, or an
+ * error after which the outputs are meaningless (the scratch must still be released). */
+qp_walk_status qp_walk_examples(const qp_span *records, size_t n_records,
+                                qp_feature *features, size_t n_features,
+                                uint8_t *handed_back);
+
+/* Frees a feature's scratch (safe to call twice, and on a zeroed feature). */
+void qp_feature_release(qp_feature *feature);
+
+#endif /* QUEUEPIPE_WIRE_H */

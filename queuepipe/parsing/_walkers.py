@@ -1,0 +1,104 @@
+"""The Example walk of a batch: one interface, two implementations.
+
+A walker is ``walker(records, features, sinks) -> left``: it writes the values of every record
+it takes into the features' sinks (:mod:`._sinks`) and returns, in order, the indices of the
+records it leaves to the per-record parser (:func:`._record._parse_record`), which decides
+their values or raises TF's error. A walker never raises for a record's content, so every
+error is the per-record parser's and the same whichever walker ran.
+
+- :func:`pure_walk`: the NumPy bulk parser (:func:`._bulk._parse_fast`), the reference.
+- :func:`core_walk`: the compiled core's wire walk (``queuepipe/_core/wire.c``), one C call
+  per batch with the GIL released. It takes a record only in the plain encoding and when it
+  parses cleanly with the spec, and leaves every other record.
+
+:data:`walk` is the core's walker when the core is loaded (see :mod:`queuepipe._core`), else
+the pure one.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+from queuepipe import _core
+from queuepipe import dtypes as _dtypes
+from queuepipe.parsing._bulk import _parse_fast
+from queuepipe.parsing._specs import _FIXED
+
+__all__ = ["Walker", "pure_walk", "core_walk", "core_available", "walk"]
+
+Walker = Callable[[List[bytes], Sequence, Sequence], Sequence[int]]
+
+_DTYPE_CODES = {_dtypes.int64: 0, _dtypes.float32: 1, _dtypes.string: 2}  # wire.h's qp_dtype
+
+
+def pure_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
+    """The pure-Python walker: :func:`._bulk._parse_fast`."""
+    return _parse_fast(records, features, sinks)
+
+
+def core_available() -> bool:
+    """Whether the compiled core is loaded and has the Example walk."""
+    return _core.core is not None and hasattr(_core.core, "walk_examples")
+
+
+def _core_spec(features) -> tuple:
+    """The features as ``walk_examples`` takes them, kept on the features list when it can
+    hold it (a parse_example spec's normalized features are cached and reused)."""
+    spec = getattr(features, "core_spec", None)
+    if spec is None:
+        spec = tuple((feature.key.encode("utf-8"), _DTYPE_CODES[feature.dtype],
+                      feature.kind != _FIXED, feature.size,
+                      feature.kind == _FIXED and feature.default is None)
+                     for feature in features)
+        if hasattr(features, "core_spec"):
+            features.core_spec = spec
+    return spec
+
+
+def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
+    """The compiled walker: dense numbers are written straight into the sinks' arrays;
+    strings and ragged values come back per feature and go into the sinks in one block."""
+    n = len(records)
+    outs = tuple(sink.out if feature.kind == _FIXED and feature.dtype != _dtypes.string
+                 else None for feature, sink in zip(features, sinks))
+    present = np.zeros((len(features), n), dtype=np.uint8)
+    counts = np.zeros((len(features), n), dtype=np.int64)
+    handed_back = np.zeros(n, dtype=np.uint8)
+    results = _core.core.walk_examples(records, _core_spec(features), outs, present, counts,
+                                       handed_back)
+    taken = handed_back == 0
+    everyone = bool(taken.all())
+    rows = np.arange(n) if everyone else np.flatnonzero(taken)
+    for feature, sink, result, held, count in zip(features, sinks, results, present, counts):
+        if feature.kind == _FIXED:
+            _put_dense(feature, sink, result, held.view(bool), taken)
+            continue
+        if feature.dtype == _dtypes.string:
+            values = np.empty(len(result), dtype=object)
+            values[:] = result
+        else:  # a bytearray: the array owns writable memory, as the pure path's do
+            values = np.frombuffer(result, dtype=feature.dtype)
+        sink.put_ragged(rows, count if everyone else count[taken], values)
+    return [] if everyone else np.flatnonzero(handed_back).tolist()
+
+
+def _put_dense(feature, sink, strings: Optional[list], held: np.ndarray,
+               taken: np.ndarray) -> None:
+    """Completes a FixedLenFeature's rows of the records taken: the strings (numbers are in
+    place already), and the default where a record lacks the feature."""
+    if strings:
+        block = np.empty(len(strings), dtype=object)
+        block[:] = strings
+        if len(strings) == sink.out.size:
+            sink.out.reshape(-1)[:] = block
+        else:
+            sink.out[held] = block.reshape(-1, feature.size)
+    if feature.default is not None:
+        absent = taken & ~held
+        if absent.any():
+            sink.out[absent] = feature.default
+
+
+walk: Walker = core_walk if core_available() else pure_walk
