@@ -179,8 +179,7 @@ class _Planned:
             self._run_turn(self._first_ticket - 1, lambda: self._put_back(*resume))
             return
         chunk = self.plan.take()
-        element = self._parsed(chunk.values, chunk.keys,
-                               np.arange(chunk.base, chunk.base + len(chunk.values)))
+        element = self._parsed(chunk.values, chunk.keys, chunk.ordinals)
         self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(element))
 
     def _run_turn(self, ticket: int, enqueue: Callable[[], None]) -> None:
@@ -222,11 +221,15 @@ class _Planned:
         queue's order with its order state, the rest after them, in ordinal order."""
         values, keys, ordinals = [], [], []
         for base, where, left in opened:
-            chunk_values, chunk_keys = self.plan.reread(where)
-            values.append(chunk_values[left])
+            chunk_values, chunk_keys, kept = self.plan.reread(where)
+            wanted = left[kept]
+            values.append(chunk_values[wanted])
             if chunk_keys is not None:
-                keys.append(chunk_keys[left])
-            ordinals.append(base + np.flatnonzero(left))
+                keys.append(chunk_keys[wanted])
+            ordinals.append(base + kept[wanted])
+            skipped = np.setdiff1d(np.flatnonzero(left), kept)  # damaged now, skipped
+            if len(skipped):
+                self.plan.delivered(base + skipped)
         all_values, all_ordinals = np.concatenate(values), np.concatenate(ordinals)
         all_keys = np.concatenate(keys) if keys else None
         queued = unpack_ints(held["ordinals"]) if held else np.empty(0, np.int64)

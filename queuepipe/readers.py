@@ -363,6 +363,12 @@ class TFRecordReader(ReaderBase):
         """
         return self._skipped
 
+    def _count_skipped(self, n: int) -> None:
+        """Counts ``n`` damaged records passed over by someone reading for this reader (the
+        global shuffle reads its files by offset)."""
+        self._skipped_before += n
+        self._skipped += n
+
     def _reset(self) -> None:
         self._skipped_before = self._skipped = 0
 

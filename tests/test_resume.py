@@ -9,9 +9,11 @@ import functools
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 
 import numpy as np
@@ -504,3 +506,114 @@ def test_indexed_records_of_every_length_are_checked(damaged):
     with pytest.raises(qp.errors.DataLossError,
                        match=rf"^corrupted record at {100 * damaged + 12}: data checksum "):
         unframe_many(frames, lengths, where)
+
+
+# -- the global shuffle's files -------------------------------------------------------------
+
+
+def open_descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def run_script(script, *args):
+    """Runs ``script`` in a fresh interpreter (this tree's queuepipe); its output and code."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(qp.__file__)))
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                          text=True, timeout=50, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_global_shuffle_reads_more_shards_than_the_process_may_open(tmp_path):
+    # Before the fix every shard stayed mapped with its descriptor: 100 shards against a
+    # limit of 48 failed with "Too many open files".
+    records = [{"id": i, "label": 0, "tokens": tokens_of(i)} for i in range(400)]
+    write_shards(records, str(tmp_path / "many"), num_shards=100, progress=False)
+    code, output = run_script(
+        "import glob, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (48, resource.getrlimit("
+        "resource.RLIMIT_NOFILE)[1]))\n"
+        "import queuepipe as qp\n"
+        "from queuepipe.features import read_batch_features\n"
+        "spec = {'id': qp.io.FixedLenFeature([], qp.int64)}\n"
+        "files = sorted(glob.glob(sys.argv[1] + '/*.tfrecord'))\n"
+        "with read_batch_features(files, 50, spec, num_epochs=2, shuffle='global', seed=1,\n"
+        "                         read_batch_size=100, num_enqueue_threads=3) as batches:\n"
+        "    ids = sorted(i for b in batches for i in b['id'].tolist())\n"
+        "assert ids == sorted(list(range(400)) * 2), ids[:10]\n"
+        "print('read', len(ids))\n", str(tmp_path / "many"))
+    assert code == 0 and "read 800" in output, output
+
+
+def test_a_shard_truncated_while_the_global_shuffle_reads_it_is_named(shards, tmp_path):
+    # Before the fix the shard was memory-mapped: reading past its new end killed the
+    # process with SIGBUS.
+    copy = tmp_path / "shrinks.tfrecord"
+    copy.write_bytes(open(shards[0], "rb").read())
+    (tmp_path / "shrinks.tfrecord.index").write_bytes(open(shards[0] + ".index", "rb").read())
+    code, output = run_script(
+        "import os, sys\n"
+        "import queuepipe as qp\n"
+        "from queuepipe.features import read_batch_features\n"
+        "spec = {'id': qp.io.FixedLenFeature([], qp.int64)}\n"
+        "with read_batch_features([sys.argv[1]], 4, spec, num_epochs=20, shuffle='global',\n"
+        "                         seed=1, queue_capacity=8, read_batch_size=4,\n"
+        "                         num_enqueue_threads=1) as batches:\n"
+        "    batches.dequeue()\n"
+        "    os.truncate(sys.argv[1], 100)\n"
+        "    try:\n"
+        "        for batch in batches:\n"
+        "            pass\n"
+        "    except qp.errors.DataLossError as e:\n"
+        "        print('DataLossError:', e)\n", str(copy))
+    assert code == 0, output
+    assert re.search(r"DataLossError: truncated record at \d+: the record needs \d+ bytes, "
+                     r"the file holds \d+ from there, in file '.*shrinks.tfrecord'", output), \
+        output
+
+
+def test_closing_a_global_shuffle_from_another_thread_while_it_is_read(shards):
+    # Before the fix close() unmapped the files while runner threads sliced them: the
+    # reading loop raised BufferError (2 runs in 3).
+    for attempt in range(6):
+        with qp.Pipeline().as_default():
+            batches = pipeline(shards, shuffle="global", num_epochs=None, threads=3,
+                               queue_capacity=32, read_batch_size=8)
+            batches.dequeue()
+            closer = threading.Thread(target=batches.close, name="test/closer")
+            got = 0
+            closer.start()
+            try:
+                for _ in batches:
+                    got += 1
+            except (qp.errors.CancelledError, qp.errors.OutOfRangeError):
+                pass
+            finally:
+                closer.join()
+                batches.close()
+
+
+def test_the_global_shuffle_skips_and_counts_damaged_records(shards, tmp_path):
+    copy = tmp_path / "copy.tfrecord"
+    data = bytearray(open(shards[0], "rb").read())
+    entries = qp.shards.read_index(shards[0] + ".index")
+    for offset, _ in entries[[3, 40, 41]].tolist():
+        data[offset + 14] ^= 0xFF  # inside those records' data
+    data[int(entries[90, 0])] ^= 0xFF  # a length: its checksum fails
+    copy.write_bytes(bytes(data))
+    (tmp_path / "copy.tfrecord.index").write_bytes(open(shards[0] + ".index", "rb").read())
+    readers = []
+
+    def make_reader():
+        readers.append(qp.TFRecordReader(corrupt_records="skip"))
+        return readers[-1]
+
+    with qp.Pipeline().as_default(), read_batch_features(
+            [str(copy)], 16, FEATURES, reader=make_reader, num_epochs=2, shuffle="global",
+            seed=0, read_batch_size=25, queue_capacity=120) as batches:
+        ids = flat(batch["id"].tolist() for batch in batches)
+    intact = [int(i) for i in qp.parse_example(
+        np.array([r for r in qp.io.tf_record_iterator(shards[0])], dtype=object),
+        FEATURES)["id"]]
+    damaged = {intact[k] for k in (3, 40, 41, 90)}
+    assert Counter(ids) == Counter([i for i in intact if i not in damaged] * 2)
+    assert readers[0].num_records_skipped() == 8
