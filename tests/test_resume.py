@@ -443,11 +443,24 @@ def test_a_hand_built_pipeline_reads_the_global_order_by_keys(shards):
 def test_a_keyed_reader_names_a_bad_key_and_a_record_cut_short(shards, tmp_path):
     cut = tmp_path / "cut.tfrecord"
     cut.write_bytes(open(shards[0], "rb").read()[:30])
+    # A length damaged into 2**64 - 1 bytes, and one crafted so (its checksum matching): before
+    # the fix the reader asked for that many bytes and raised a bare MemoryError.
+    huge = (2 ** 64 - 1).to_bytes(8, "little")
+    damaged, crafted = tmp_path / "damaged.tfrecord", tmp_path / "crafted.tfrecord"
+    record = open(shards[0], "rb").read()[:100]
+    damaged.write_bytes(huge + record[8:])
+    crafted.write_bytes(huge + qp.records.masked_crc32c(huge).to_bytes(4, "little") +
+                        record[12:])
     for item, error, message in (
             (b"no-offset", InvalidArgumentError, r"a work item is a record's key"),
             (f"{cut}:0".encode(), qp.errors.DataLossError,
              r"truncated record at 0: the record needs \d+ bytes, the file holds 30 from there, "
-             r"in file '.*cut.tfrecord'")):
+             r"in file '.*cut.tfrecord'"),
+            (f"{damaged}:0".encode(), qp.errors.DataLossError,
+             r"corrupted record at 0: length checksum mismatch in file '.*damaged.tfrecord'"),
+            (f"{crafted}:0".encode(), qp.errors.DataLossError,
+             rf"truncated record at 0: the record needs {2 ** 64 + 15} bytes, the file holds "
+             r"100 from there, in file '.*crafted.tfrecord'")):
         with qp.Pipeline().as_default():
             queue = qp.FIFOQueue(4, [qp.string], [()])
             queue.enqueue(item)
