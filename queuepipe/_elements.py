@@ -495,6 +495,21 @@ class Components:
                 values[i] = value.copy()  # stored by reference: do not alias the caller's array
         return values
 
+    def staged(self, vals: Any) -> List[Any]:
+        """:meth:`element`, owning its arrays: for an element that waits on a stage for its
+        put while its producer runs again. A producer may fill and return one reused array
+        (a common speed idiom); ``enqueue`` copies into the columns at once, as TF does, and a
+        stage must not keep a reference either."""
+        values = self.element(vals)
+        for i, value in enumerate(values):
+            if type(value) is np.ndarray:
+                if self.dense_shape(i) is not None:  # (element() copied the others)
+                    values[i] = value.copy()
+            elif type(value) is SparseValue:
+                values[i] = SparseValue(value.indices.copy(), value.values.copy(),
+                                        value.dense_shape.copy())
+        return values
+
     def batch(self, vals: Any) -> Tuple[List[Any], int]:
         components = self.flatten(vals, batched=True)
         if self.dtypes is None:

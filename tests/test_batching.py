@@ -1029,3 +1029,49 @@ def test_a_lone_sparse_component_in_a_list_or_tuple_comes_back_in_one(container)
         batch = batches.dequeue()
     assert type(batch) is container and len(batch) == 1
     assert isinstance(batch[0], qp.SparseValue) and batch[0].dense_shape.tolist() == [2, 2]
+
+
+# -- issue 29 -------------------------------------------------------------------------------
+
+
+def reused_buffer_producer(n, shape=(3,), structure=tuple):
+    """A producer that fills and returns one reused NumPy buffer (a common speed idiom), then
+    ends after ``n`` elements."""
+    buffer = np.zeros(shape, np.int64)
+    numbers = from_items(range(n))
+
+    def produce():  # (one thread)
+        buffer[...] = numbers()
+        return structure((buffer,)) if structure is not dict else {"x": buffer}
+    return produce
+
+
+@pytest.mark.parametrize("structure", [tuple, dict])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_reusing_its_buffer_gets_every_value_batched(shuffle, structure):
+    produce = reused_buffer_producer(40, structure=structure)
+    if shuffle:
+        batches = shuffle_batch(produce, 10, capacity=40, min_after_dequeue=5, seed=1)
+    else:
+        batches = batch(produce, 10, capacity=40)
+    got = []
+    for b in batches:
+        xs = b[0] if structure is tuple else b["x"]
+        assert (xs == xs[:, :1]).all()  # each row is one element's value
+        got.extend(xs[:, 0].tolist())
+    assert Counter(got) == Counter(range(40))
+    if not shuffle:
+        assert got == list(range(40))
+
+
+def test_a_producer_reusing_its_sparse_buffers_gets_every_value_batched():
+    value = qp.SparseValue(np.zeros((2, 1), np.int64), np.zeros(2, np.int64),
+                           np.array([2], np.int64))
+    numbers = from_items(range(12))
+
+    def produce():
+        value.values[:] = numbers()
+        return (value,)
+
+    got = [b[0].values.tolist() for b in batch(produce, 4, capacity=12)]
+    assert got == [[i for i in range(k, k + 4) for _ in range(2)] for k in (0, 4, 8)]
