@@ -39,7 +39,8 @@ from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Seque
 
 import numpy as np
 
-from queuepipe.errors import DataLossError, InvalidArgumentError, OutOfRangeError
+from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentError,
+                              OutOfRangeError)
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe._frames import unframe_many
@@ -109,6 +110,7 @@ class ReadPlan:
         self._seed = int(seed)
         self._keyed = keyed
         self._lock = threading.Lock()
+        self._closed = False
         self._ticket = 0  # the next chunk's ticket
         self._ordinal = 0  # the next record's ordinal
         self._epoch = 0
@@ -173,10 +175,13 @@ class ReadPlan:
 
         Raises:
           OutOfRangeError: every epoch is read (or no file holds a record).
+          CancelledError: the plan is closed.
           The reader's errors (``DataLossError`` naming the file and offset...). With
           ``"files"`` the plan stays where it was, so the next call raises them again.
         """
         with self._lock:
+            if self._closed:
+                raise CancelledError("the read plan is closed (its batches were closed)")
             if self._order != "global":
                 return self._take_from_files()
             where = self._next_global()
@@ -455,8 +460,10 @@ class ReadPlan:
         return opened
 
     def close(self) -> None:
-        """Closes the files the plan has open. Idempotent."""
+        """Closes the files the plan has open (a read under way first ends); :meth:`take`
+        then raises ``CancelledError``. Idempotent."""
         with self._lock:
+            self._closed = True
             if self._opened:
                 self._reader._stop()
                 self._opened = False

@@ -6,6 +6,7 @@ list of 0 to 6 ids) for two epochs; a run is the list of its batches' ids.
 """
 
 import functools
+import gc
 import gzip
 import json
 import os
@@ -524,8 +525,16 @@ def test_indexed_records_of_every_length_are_checked(damaged):
 # -- the global shuffle's files -------------------------------------------------------------
 
 
-def open_descriptors():
-    return len(os.listdir("/proc/self/fd"))
+def descriptors_of(paths):
+    """How many of this process's descriptors are open on one of ``paths``."""
+    wanted = {os.path.realpath(path) for path in paths}
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") in wanted
+        except FileNotFoundError:  # the listing's own descriptor, closed since
+            pass
+    return count
 
 
 def run_script(script, *args):
@@ -630,3 +639,51 @@ def test_the_global_shuffle_skips_and_counts_damaged_records(shards, tmp_path):
     damaged = {intact[k] for k in (3, 40, 41, 90)}
     assert Counter(ids) == Counter([i for i in intact if i not in damaged] * 2)
     assert readers[0].num_records_skipped() == 8
+
+
+def test_closing_under_a_callers_coordinator_closes_the_global_shuffles_files(shards):
+    # Before the fix close() left every shard mapped until garbage collection.
+    for threads in (1, 3):
+        with qp.Pipeline().as_default():
+            batches = pipeline(shards, shuffle="global", threads=threads, queue_capacity=32)
+            with qp.running():
+                batches.dequeue()
+                assert descriptors_of(shards) > 0
+                batches.close()
+                wait_until(lambda: descriptors_of(shards) == 0,
+                           "the closed pipeline's files are closed", timeout=5)
+
+
+@pytest.mark.parametrize("shuffle", ["buffer", "global"])
+def test_closing_under_a_callers_coordinator_stops_reading(shards, shuffle):
+    with qp.Pipeline().as_default():
+        batches = pipeline(shards, shuffle=shuffle, num_epochs=None, queue_capacity=32)
+        with qp.running():
+            batches.dequeue()
+            batches.close()
+            with pytest.raises(qp.errors.CancelledError, match="closed"):
+                batches._saver.plan.take()
+
+
+def test_a_failed_per_record_pipeline_closes_its_damaged_file(shards, tmp_path):
+    # Before the fix the Batches' finalizer, a root, kept the runner's error alive, whose
+    # traceback held the Batches and the reader: one descriptor more per failure.
+    bad = tmp_path / "bad.tfrecord"
+    data = bytearray(open(shards[0], "rb").read())
+    data[40] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    spec = {"id": qp.io.FixedLenFeature([], qp.int64)}
+    for _ in range(3):
+        with qp.Pipeline().as_default():
+            files = qp.train.string_input_producer([str(bad)], num_epochs=1)
+            reader = qp.TFRecordReader()
+
+            def one():
+                return qp.io.parse_single_example(reader.read(files)[1], spec)["id"]
+
+            batches = qp.train.batch(one, 4)
+            with pytest.raises(qp.errors.DataLossError):
+                list(batches)
+        del batches, reader, files, one
+        gc.collect()
+        assert descriptors_of([bad]) == 0
