@@ -687,3 +687,26 @@ def test_a_failed_per_record_pipeline_closes_its_damaged_file(shards, tmp_path):
         del batches, reader, files, one
         gc.collect()
         assert descriptors_of([bad]) == 0
+
+
+# -- sparse features ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [{"randomize_input": False}, {"shuffle": "global"}, {}],
+                         ids=["in order", "global", "buffer"])
+def test_a_batchs_sparse_dense_shape_is_its_own_longest_list(tmp_path, kwargs):
+    # TF parses read_batch_features' records a batch at a time: a VarLenFeature's
+    # dense_shape is [batch, the batch's longest list]. Before the fix it was the longest
+    # list of the chunk the rows were read in (here 9, from one record of 100).
+    records = [{"id": i, "tokens": np.arange(9 if i == 50 else i % 3, dtype=np.int64)}
+               for i in range(100)]
+    paths = write_shards(records, str(tmp_path / "ragged"), num_shards=1, progress=False)
+    spec = {"id": qp.io.FixedLenFeature([], qp.int64), "tokens": qp.io.VarLenFeature(qp.int64)}
+    with qp.Pipeline().as_default(), read_batch_features(
+            paths, 4, spec, num_epochs=1, read_batch_size=100, queue_capacity=40, seed=0,
+            **kwargs) as batches:
+        shapes = [(batch["tokens"].dense_shape.tolist(), batch["id"].tolist())
+                  for batch in batches]
+    assert len(shapes) == 25
+    for shape, ids in shapes:
+        assert shape == [len(ids), max(9 if i == 50 else i % 3 for i in ids)], ids
