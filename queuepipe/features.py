@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -52,11 +52,18 @@ _TURN_SLICE_SECS = 0.1
 
 class _Tagged(_Structure):
     """The elements' structure with each row's ordinal added (a dict key, or a last
-    component), taken off again as batches come out and reported as delivered."""
+    component), taken off again as batches come out and reported as delivered.
 
-    def __init__(self, delivered: Callable[[np.ndarray], None]) -> None:
+    ``lists``: the keys of ``VarLenFeature`` s. A batch's dense_shape of each is made the
+    batch's longest list, as TF's parse of the batch gives it (rows keep the dense_shape of
+    the chunk they were parsed in, as ``enqueue_many`` of a SparseValue does in TF).
+    """
+
+    def __init__(self, delivered: Callable[[np.ndarray], None],
+                 lists: Sequence[str] = ()) -> None:
         super().__init__()
         self._delivered = delivered
+        self._lists = list(lists)
         self._user: Optional[type] = None  # dict, tuple, list, or object for a bare value
 
     def tag(self, element: Any, ordinals: np.ndarray) -> Any:
@@ -74,11 +81,20 @@ class _Tagged(_Structure):
         if self._user is dict:
             batch = dict(batch)
             ordinals = batch.pop(ORDINAL)
+            for key in self._lists:
+                batch[key] = _longest_in_batch(batch[key])
         else:
             *batch, ordinals = batch
             batch = batch[0] if self._user is object else cast(type, self._user)(batch)
         self._delivered(ordinals)
         return batch
+
+
+def _longest_in_batch(lists: SparseValue) -> SparseValue:
+    """A batch of lists (rank 2) with dense_shape ``[rows, its longest list]``."""
+    longest = int(lists.indices[:, 1].max()) + 1 if len(lists.indices) else 0
+    return SparseValue(lists.indices, lists.values,
+                       np.array([lists.dense_shape[0], longest], dtype=np.int64))
 
 
 class _Turns:
@@ -145,13 +161,13 @@ class _Planned:
     """The state keeper and producer side of one read_batch_features pipeline."""
 
     def __init__(self, plan: ReadPlan, parse: Callable[..., Any], keyed: bool,
-                 ordered: bool, threads: int) -> None:
+                 ordered: bool, threads: int, lists: Sequence[str] = ()) -> None:
         self.plan = plan
         self._parse = parse
         self._keyed = keyed
         self._ordered = ordered
         self._threads = threads
-        self.structure = _Tagged(plan.delivered)
+        self.structure = _Tagged(plan.delivered, lists)
         self._queue: Any = None
         self._turns: Optional[_Turns] = None
         self._first_ticket = 0
@@ -183,8 +199,7 @@ class _Planned:
             self._run_turn(self._first_ticket - 1, lambda: self._put_back(*resume))
             return
         chunk = self.plan.take()
-        element = self._parsed(chunk.values, chunk.keys,
-                               np.arange(chunk.base, chunk.base + len(chunk.values)))
+        element = self._parsed(chunk.values, chunk.keys, chunk.ordinals)
         self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(element))
 
     def _run_turn(self, ticket: int, enqueue: Callable[[], None]) -> None:
@@ -226,11 +241,15 @@ class _Planned:
         queue's order with its order state, the rest after them, in ordinal order."""
         values, keys, ordinals = [], [], []
         for base, where, left in opened:
-            chunk_values, chunk_keys = self.plan.reread(where)
-            values.append(chunk_values[left])
+            chunk_values, chunk_keys, kept = self.plan.reread(where)
+            wanted = left[kept]
+            values.append(chunk_values[wanted])
             if chunk_keys is not None:
-                keys.append(chunk_keys[left])
-            ordinals.append(base + np.flatnonzero(left))
+                keys.append(chunk_keys[wanted])
+            ordinals.append(base + kept[wanted])
+            skipped = np.setdiff1d(np.flatnonzero(left), kept)  # damaged now, skipped
+            if len(skipped):
+                self.plan.delivered(base + skipped)
         all_values, all_ordinals = np.concatenate(values), np.concatenate(ordinals)
         all_keys = np.concatenate(keys) if keys else None
         queued = unpack_ints(held["ordinals"]) if held else np.empty(0, np.int64)
@@ -290,7 +309,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
       features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (each record
         becomes one row of the feature's queue column) or
         :class:`~queuepipe.parsing.VarLenFeature` (each record's values are kept as one
-        SparseValue, and a batch holds them as one batched SparseValue).
+        SparseValue, and a batch holds them as one batched SparseValue whose dense_shape is
+        ``[rows, the batch's longest list]``, as TF gives it).
       reader: a zero-argument callable making a reader (a reader class, or a
         ``functools.partial`` of one with its options).
       randomize_input: shuffle the file order each epoch and the records through a
@@ -363,8 +383,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         1, np.uint64)[0] >> np.uint64(1))
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
                     keyed=parse_fn is None)
+    lists = [key for key, spec in features.items() if isinstance(spec, VarLenFeature)] \
+        if parse_fn is None else []
     planned = _Planned(plan, parse, keyed=parse_fn is None, ordered=seed is not None,
-                       threads=num_enqueue_threads)
+                       threads=num_enqueue_threads, lists=lists)
     buffered = randomize_input and shuffle == "buffer"
     batches = _batching([plan.take] * num_enqueue_threads, 1, scope=_scope(name,
                         "read_batch_features"), batch_size=batch_size, capacity=queue_capacity,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import base64
 import bisect
 import collections
-import mmap
+import logging
 import os
 import threading
 import zlib
@@ -39,10 +39,12 @@ from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Seque
 
 import numpy as np
 
-from queuepipe.errors import InvalidArgumentError, NotFoundError, OutOfRangeError
+from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentError,
+                              OutOfRangeError)
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe._frames import unframe_many
+from queuepipe._open_files import OpenFiles, descriptor_budget
 from queuepipe.remote import is_remote
 from queuepipe.shards import index_mismatch, read_index
 
@@ -51,13 +53,16 @@ __all__ = ["Chunk", "ReadPlan", "ORDERS", "pack_ints", "unpack_ints"]
 ORDERS = ("sorted", "files", "global")
 STATE_FORMAT = "queuepipe.read_batch_features/1"
 
+_log = logging.getLogger("queuepipe.records")  # where the readers log a damaged record
+
 
 class Chunk(NamedTuple):
-    """A chunk of records: its ticket, the ordinal of its first record, the serialized
-    records (an object array), their keys (or None), and where to read it again."""
+    """A chunk of records: its ticket, the ordinals of its records, the serialized records
+    (an object array), their keys (or None), and where to read it again. (Damaged records
+    skipped with ``corrupt_records="skip"`` have no ordinal here: they count as delivered.)"""
 
     ticket: int
-    base: int
+    ordinals: np.ndarray
     values: np.ndarray
     keys: Optional[np.ndarray]
     where: List[int]
@@ -105,6 +110,7 @@ class ReadPlan:
         self._seed = int(seed)
         self._keyed = keyed
         self._lock = threading.Lock()
+        self._closed = False
         self._ticket = 0  # the next chunk's ticket
         self._ordinal = 0  # the next record's ordinal
         self._epoch = 0
@@ -119,8 +125,7 @@ class ReadPlan:
         # "global": the next chunk starts at this place of the epoch's permutation.
         self._start = 0
         self._permutation: Optional[Tuple[int, Permutation]] = None
-        self._maps: Dict[int, mmap.mmap] = {}
-        self._maps_lock = threading.Lock()
+        self._open_files = OpenFiles(self._files, descriptor_budget())
         # The open tickets (read, not all delivered), oldest first, as (base, where); and
         # for every ordinal from _low on, whether its record is not delivered yet. Their own
         # lock: the consumer marks deliveries while a thread reads under _lock.
@@ -170,16 +175,21 @@ class ReadPlan:
 
         Raises:
           OutOfRangeError: every epoch is read (or no file holds a record).
+          CancelledError: the plan is closed.
           The reader's errors (``DataLossError`` naming the file and offset...). With
           ``"files"`` the plan stays where it was, so the next call raises them again.
         """
         with self._lock:
+            if self._closed:
+                raise CancelledError("the read plan is closed (its batches were closed)")
             if self._order != "global":
                 return self._take_from_files()
             where = self._next_global()
             ticket, base = self._register(where, where[-1])
-        values, keys = self._read_global(where)
-        return Chunk(ticket, base, values, keys, where)
+        values, keys, kept = self._read_global(where)
+        if len(kept) < where[-1]:  # damaged records skipped: nobody will deliver them
+            self.delivered(base + np.setdiff1d(np.arange(where[-1]), kept))
+        return Chunk(ticket, base + kept, values, keys, where)
 
     def keys(self) -> np.ndarray:
         """The keys ``b"<file>:<offset>"`` of the next chunk of the ``"global"`` order, as an
@@ -226,7 +236,8 @@ class ReadPlan:
                 where = [file, int(positions[0]), 0, len(values)]
                 ticket, base = self._register(where, len(values))
                 keys = _object_array(self._reader._keys(positions)) if self._keyed else None
-                chunk = Chunk(ticket, base, _object_array(values), keys, where)
+                chunk = Chunk(ticket, np.arange(base, base + len(values)),
+                              _object_array(values), keys, where)
                 self._position, self._skip = int(positions[0]), len(values)
             if finished:
                 self._reader._stop()
@@ -267,27 +278,56 @@ class ReadPlan:
             self._permutation = cached
         return cached[1]
 
-    def _read_global(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    def _read_global(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray],
+                                                      np.ndarray]:
         """The records at places ``[start, start + count)`` of epoch ``epoch``'s permutation,
-        read by offset, file by file in offset order (kind to the page cache)."""
+        read by offset, file by file in offset order (kind to the page cache).
+
+        Returns:
+          The records (and keys) and their places in the chunk: all of them, but for damaged
+          ones skipped (each logged and counted by the plan's reader) with
+          ``corrupt_records="skip"``.
+        """
         count = where[-1]
         files, offsets, lengths = self._located(where)
-        # Sliced in file and offset order (kind to the page cache), checked all at once.
-        visit = np.lexsort((offsets, files)).tolist()
-        views = {file: memoryview(self._mapped(file)) for file in np.unique(files).tolist()}
-        file_list, offset_list, end_list = files.tolist(), offsets.tolist(), \
-            (offsets + lengths).tolist()
+        visit = np.lexsort((offsets, files))
         frames: List[Any] = [None] * count
+        bounds = np.flatnonzero(np.diff(files[visit])) + 1
+        for run in np.split(visit, bounds) if count else []:
+            with self._open_files.using(int(files[run[0]])) as fd:
+                for i in run.tolist():
+                    frames[i] = os.pread(fd, int(lengths[i]), int(offsets[i]))
+        file_list, offset_list = files.tolist(), offsets.tolist()
+
+        def where_is(i: int) -> Tuple[str, int]:
+            return self._files[file_list[i]], offset_list[i]
+
         try:
-            for i in visit:
-                frames[i] = views[file_list[i]][offset_list[i]:end_list[i]]
-            values = unframe_many(frames, lengths,
-                                  lambda i: (self._files[file_list[i]], offset_list[i]))
-        finally:  # a view left alive (by a traceback, say) would keep the map from closing
-            for view in [*frames, *views.values()]:
-                if view is not None:
-                    view.release()
-        return values, self._keys(files, offsets) if self._keyed else None
+            values, kept = unframe_many(frames, lengths, where_is), np.arange(count)
+        except DataLossError:
+            if getattr(self._reader, "_corrupt_records", "raise") != "skip":
+                raise
+            values, kept = self._skip_damaged(frames, lengths, where_is)
+        keys = self._keys(files[kept], offsets[kept]) if self._keyed else None
+        return values, keys, kept
+
+    def _skip_damaged(self, frames: List[bytes], lengths: np.ndarray,
+                      where_is: Callable[[int], Tuple[str, int]]) -> Tuple[np.ndarray,
+                                                                           np.ndarray]:
+        """The intact records of ``frames`` and their places, each damaged one logged and
+        counted by the plan's reader (as the reader counts its own skips)."""
+        intact: List[bytes] = []
+        kept: List[int] = []
+        for i, framed in enumerate(frames):
+            try:
+                intact.append(unframe_many([framed], lengths[i:i + 1],
+                                           lambda _: where_is(i))[0])
+                kept.append(i)
+            except DataLossError as e:
+                _log.warning("skipping damaged data: %s", e)
+                with self._marks_lock:
+                    self._reader._count_skipped(1)
+        return _object_array(intact), np.array(kept, dtype=np.int64)
 
     def _keys(self, files: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """The keys ``b"<file>:<offset>"`` of records, formatted file by file as a reader
@@ -313,26 +353,12 @@ class ReadPlan:
             lengths[places] = self._lengths[file][within[places]]
         return files, offsets, lengths
 
-    def _mapped(self, file: int) -> mmap.mmap:
-        """``file``, memory-mapped (read by many threads without a lock)."""
-        mapped = self._maps.get(file)
-        if mapped is None:
-            with self._maps_lock:
-                mapped = self._maps.get(file)
-                if mapped is None:
-                    try:
-                        with open(self._files[file], "rb") as f:
-                            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                    except FileNotFoundError as e:
-                        raise NotFoundError(f"file not found: '{self._files[file]}'") from e
-                    self._maps[file] = mapped
-        return mapped
-
     # -- reading a chunk again ------------------------------------------------------------------
 
-    def reread(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    def reread(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
         """The records (and keys) of the chunk at ``where``, read again (by a reader of its
-        own, so that it can run beside :meth:`take`)."""
+        own, so that it can run beside :meth:`take`), and their places in the chunk (a
+        damaged record skipped has none)."""
         if self._order == "global":
             return self._read_global(where)
         file, position, skip, count = where
@@ -360,7 +386,8 @@ class ReadPlan:
                 f"resuming: file '{self._files[file]}' holds {len(values)} records from "
                 f"position {position} on where the state counted {count}: the file changed "
                 f"since the state was saved")
-        return _object_array(values), _object_array(keys) if self._keyed else None
+        return _object_array(values), _object_array(keys) if self._keyed else None, \
+            np.arange(count)
 
     # -- delivery and state ---------------------------------------------------------------------
 
@@ -433,15 +460,14 @@ class ReadPlan:
         return opened
 
     def close(self) -> None:
-        """Closes the files the plan has open. Idempotent."""
+        """Closes the files the plan has open (a read under way first ends); :meth:`take`
+        then raises ``CancelledError``. Idempotent."""
         with self._lock:
+            self._closed = True
             if self._opened:
                 self._reader._stop()
                 self._opened = False
-        with self._maps_lock:
-            maps, self._maps = list(self._maps.values()), {}
-        for mapped in maps:
-            mapped.close()
+        self._open_files.close()
 
 
 class _OneFile:

@@ -32,7 +32,7 @@ from typing import IO, Any, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
-from queuepipe._frames import FRAME_BYTES, HEADER_BYTES, unframe_many
+from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
 from queuepipe._streams import ReadBuffer
 from queuepipe.errors import DataLossError, InvalidArgumentError
 from queuepipe.records import RecordScanner, TFRecordOptions, check_corrupt_records
@@ -363,6 +363,12 @@ class TFRecordReader(ReaderBase):
         """
         return self._skipped
 
+    def _count_skipped(self, n: int) -> None:
+        """Counts ``n`` damaged records passed over by someone reading for this reader (the
+        global shuffle reads its files by offset)."""
+        self._skipped_before += n
+        self._skipped += n
+
     def _reset(self) -> None:
         self._skipped_before = self._skipped = 0
 
@@ -547,6 +553,24 @@ class IdentityReader(ReaderBase):
         pass
 
 
+# The most bytes asked of a file at once where its own header gives the size: a length
+# checksum can be forged, and what a crafted length costs is then the file's size, never more.
+_READ_PIECE = 1 << 24
+
+
+def _read_up_to(f: IO[bytes], n: int) -> bytes:
+    """Up to ``n`` bytes of ``f``, fewer at its end, asked for in pieces of at most
+    ``_READ_PIECE``."""
+    pieces = []
+    while n > 0:
+        piece = f.read(min(n, _READ_PIECE))
+        if not piece:
+            break
+        pieces.append(piece)
+        n -= len(piece)
+    return b"".join(pieces)
+
+
 class KeyedRecordReader(ReaderBase):
     """Reads the one TFRecord each work item of its queue names by its key,
     ``b"<file>:<byte offset>"``: the keys ``TFRecordReader`` gives, and the items of
@@ -582,9 +606,19 @@ class KeyedRecordReader(ReaderBase):
         with open_file(self._path) as f:
             f.seek(self._offset)
             header = f.read(HEADER_BYTES)
-            size = int.from_bytes(header[:8], "little") + FRAME_BYTES \
-                if len(header) == HEADER_BYTES else len(header)
-            frame = header + f.read(max(0, size - len(header)))
+            size = len(header)
+            if size == HEADER_BYTES:
+                length, length_crc = _HEADER.unpack(header)
+                if masked_crc32c(header[:8]) != length_crc:
+                    raise DataLossError(
+                        f"corrupted record at {self._offset}: length checksum mismatch in "
+                        f"file '{self._path}'", path=self._path, offset=self._offset)
+                size = length + FRAME_BYTES
+            frame = header + _read_up_to(f, size - len(header))
+        if len(frame) < size:  # also a length past int64, which no array holds
+            raise DataLossError(f"truncated record at {self._offset}: the record needs {size} "
+                                f"bytes, the file holds {len(frame)} from there, in file "
+                                f"'{self._path}'", path=self._path, offset=self._offset)
         records = unframe_many([frame], np.array([size]), lambda i: (self._path, self._offset))
         return [self._offset], [records[0]], True
 

@@ -6,12 +6,15 @@ list of 0 to 6 ids) for two epochs; a run is the list of its batches' ids.
 """
 
 import functools
+import gc
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 
 import numpy as np
@@ -441,11 +444,24 @@ def test_a_hand_built_pipeline_reads_the_global_order_by_keys(shards):
 def test_a_keyed_reader_names_a_bad_key_and_a_record_cut_short(shards, tmp_path):
     cut = tmp_path / "cut.tfrecord"
     cut.write_bytes(open(shards[0], "rb").read()[:30])
+    # A length damaged into 2**64 - 1 bytes, and one crafted so (its checksum matching): before
+    # the fix the reader asked for that many bytes and raised a bare MemoryError.
+    huge = (2 ** 64 - 1).to_bytes(8, "little")
+    damaged, crafted = tmp_path / "damaged.tfrecord", tmp_path / "crafted.tfrecord"
+    record = open(shards[0], "rb").read()[:100]
+    damaged.write_bytes(huge + record[8:])
+    crafted.write_bytes(huge + qp.records.masked_crc32c(huge).to_bytes(4, "little") +
+                        record[12:])
     for item, error, message in (
             (b"no-offset", InvalidArgumentError, r"a work item is a record's key"),
             (f"{cut}:0".encode(), qp.errors.DataLossError,
              r"truncated record at 0: the record needs \d+ bytes, the file holds 30 from there, "
-             r"in file '.*cut.tfrecord'")):
+             r"in file '.*cut.tfrecord'"),
+            (f"{damaged}:0".encode(), qp.errors.DataLossError,
+             r"corrupted record at 0: length checksum mismatch in file '.*damaged.tfrecord'"),
+            (f"{crafted}:0".encode(), qp.errors.DataLossError,
+             rf"truncated record at 0: the record needs {2 ** 64 + 15} bytes, the file holds "
+             r"100 from there, in file '.*crafted.tfrecord'")):
         with qp.Pipeline().as_default():
             queue = qp.FIFOQueue(4, [qp.string], [()])
             queue.enqueue(item)
@@ -504,3 +520,193 @@ def test_indexed_records_of_every_length_are_checked(damaged):
     with pytest.raises(qp.errors.DataLossError,
                        match=rf"^corrupted record at {100 * damaged + 12}: data checksum "):
         unframe_many(frames, lengths, where)
+
+
+# -- the global shuffle's files -------------------------------------------------------------
+
+
+def descriptors_of(paths):
+    """How many of this process's descriptors are open on one of ``paths``."""
+    wanted = {os.path.realpath(path) for path in paths}
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") in wanted
+        except FileNotFoundError:  # the listing's own descriptor, closed since
+            pass
+    return count
+
+
+def run_script(script, *args):
+    """Runs ``script`` in a fresh interpreter (this tree's queuepipe); its output and code."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(qp.__file__)))
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                          text=True, timeout=50, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_global_shuffle_reads_more_shards_than_the_process_may_open(tmp_path):
+    # Before the fix every shard stayed mapped with its descriptor: 100 shards against a
+    # limit of 48 failed with "Too many open files".
+    records = [{"id": i, "label": 0, "tokens": tokens_of(i)} for i in range(400)]
+    write_shards(records, str(tmp_path / "many"), num_shards=100, progress=False)
+    code, output = run_script(
+        "import glob, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (48, resource.getrlimit("
+        "resource.RLIMIT_NOFILE)[1]))\n"
+        "import queuepipe as qp\n"
+        "from queuepipe.features import read_batch_features\n"
+        "spec = {'id': qp.io.FixedLenFeature([], qp.int64)}\n"
+        "files = sorted(glob.glob(sys.argv[1] + '/*.tfrecord'))\n"
+        "with read_batch_features(files, 50, spec, num_epochs=2, shuffle='global', seed=1,\n"
+        "                         read_batch_size=100, num_enqueue_threads=3) as batches:\n"
+        "    ids = sorted(i for b in batches for i in b['id'].tolist())\n"
+        "assert ids == sorted(list(range(400)) * 2), ids[:10]\n"
+        "print('read', len(ids))\n", str(tmp_path / "many"))
+    assert code == 0 and "read 800" in output, output
+
+
+def test_a_shard_truncated_while_the_global_shuffle_reads_it_is_named(shards, tmp_path):
+    # Before the fix the shard was memory-mapped: reading past its new end killed the
+    # process with SIGBUS.
+    copy = tmp_path / "shrinks.tfrecord"
+    copy.write_bytes(open(shards[0], "rb").read())
+    (tmp_path / "shrinks.tfrecord.index").write_bytes(open(shards[0] + ".index", "rb").read())
+    code, output = run_script(
+        "import os, sys\n"
+        "import queuepipe as qp\n"
+        "from queuepipe.features import read_batch_features\n"
+        "spec = {'id': qp.io.FixedLenFeature([], qp.int64)}\n"
+        "with read_batch_features([sys.argv[1]], 4, spec, num_epochs=20, shuffle='global',\n"
+        "                         seed=1, queue_capacity=8, read_batch_size=4,\n"
+        "                         num_enqueue_threads=1) as batches:\n"
+        "    batches.dequeue()\n"
+        "    os.truncate(sys.argv[1], 100)\n"
+        "    try:\n"
+        "        for batch in batches:\n"
+        "            pass\n"
+        "    except qp.errors.DataLossError as e:\n"
+        "        print('DataLossError:', e)\n", str(copy))
+    assert code == 0, output
+    assert re.search(r"DataLossError: truncated record at \d+: the record needs \d+ bytes, "
+                     r"the file holds \d+ from there, in file '.*shrinks.tfrecord'", output), \
+        output
+
+
+def test_closing_a_global_shuffle_from_another_thread_while_it_is_read(shards):
+    # Before the fix close() unmapped the files while runner threads sliced them: the
+    # reading loop raised BufferError (2 runs in 3).
+    for attempt in range(6):
+        with qp.Pipeline().as_default():
+            batches = pipeline(shards, shuffle="global", num_epochs=None, threads=3,
+                               queue_capacity=32, read_batch_size=8)
+            batches.dequeue()
+            closer = threading.Thread(target=batches.close, name="test/closer")
+            got = 0
+            closer.start()
+            try:
+                for _ in batches:
+                    got += 1
+            except (qp.errors.CancelledError, qp.errors.OutOfRangeError):
+                pass
+            finally:
+                closer.join()
+                batches.close()
+
+
+def test_the_global_shuffle_skips_and_counts_damaged_records(shards, tmp_path):
+    copy = tmp_path / "copy.tfrecord"
+    data = bytearray(open(shards[0], "rb").read())
+    entries = qp.shards.read_index(shards[0] + ".index")
+    for offset, _ in entries[[3, 40, 41]].tolist():
+        data[offset + 14] ^= 0xFF  # inside those records' data
+    data[int(entries[90, 0])] ^= 0xFF  # a length: its checksum fails
+    copy.write_bytes(bytes(data))
+    (tmp_path / "copy.tfrecord.index").write_bytes(open(shards[0] + ".index", "rb").read())
+    readers = []
+
+    def make_reader():
+        readers.append(qp.TFRecordReader(corrupt_records="skip"))
+        return readers[-1]
+
+    with qp.Pipeline().as_default(), read_batch_features(
+            [str(copy)], 16, FEATURES, reader=make_reader, num_epochs=2, shuffle="global",
+            seed=0, read_batch_size=25, queue_capacity=120) as batches:
+        ids = flat(batch["id"].tolist() for batch in batches)
+    intact = [int(i) for i in qp.parse_example(
+        np.array([r for r in qp.io.tf_record_iterator(shards[0])], dtype=object),
+        FEATURES)["id"]]
+    damaged = {intact[k] for k in (3, 40, 41, 90)}
+    assert Counter(ids) == Counter([i for i in intact if i not in damaged] * 2)
+    assert readers[0].num_records_skipped() == 8
+
+
+def test_closing_under_a_callers_coordinator_closes_the_global_shuffles_files(shards):
+    # Before the fix close() left every shard mapped until garbage collection.
+    for threads in (1, 3):
+        with qp.Pipeline().as_default():
+            batches = pipeline(shards, shuffle="global", threads=threads, queue_capacity=32)
+            with qp.running():
+                batches.dequeue()
+                assert descriptors_of(shards) > 0
+                batches.close()
+                wait_until(lambda: descriptors_of(shards) == 0,
+                           "the closed pipeline's files are closed", timeout=5)
+
+
+@pytest.mark.parametrize("shuffle", ["buffer", "global"])
+def test_closing_under_a_callers_coordinator_stops_reading(shards, shuffle):
+    with qp.Pipeline().as_default():
+        batches = pipeline(shards, shuffle=shuffle, num_epochs=None, queue_capacity=32)
+        with qp.running():
+            batches.dequeue()
+            batches.close()
+            with pytest.raises(qp.errors.CancelledError, match="closed"):
+                batches._saver.plan.take()
+
+
+def test_a_failed_per_record_pipeline_closes_its_damaged_file(shards, tmp_path):
+    # Before the fix the Batches' finalizer, a root, kept the runner's error alive, whose
+    # traceback held the Batches and the reader: one descriptor more per failure.
+    bad = tmp_path / "bad.tfrecord"
+    data = bytearray(open(shards[0], "rb").read())
+    data[40] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    spec = {"id": qp.io.FixedLenFeature([], qp.int64)}
+    for _ in range(3):
+        with qp.Pipeline().as_default():
+            files = qp.train.string_input_producer([str(bad)], num_epochs=1)
+            reader = qp.TFRecordReader()
+
+            def one():
+                return qp.io.parse_single_example(reader.read(files)[1], spec)["id"]
+
+            batches = qp.train.batch(one, 4)
+            with pytest.raises(qp.errors.DataLossError):
+                list(batches)
+        del batches, reader, files, one
+        gc.collect()
+        assert descriptors_of([bad]) == 0
+
+
+# -- sparse features ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [{"randomize_input": False}, {"shuffle": "global"}, {}],
+                         ids=["in order", "global", "buffer"])
+def test_a_batchs_sparse_dense_shape_is_its_own_longest_list(tmp_path, kwargs):
+    # TF parses read_batch_features' records a batch at a time: a VarLenFeature's
+    # dense_shape is [batch, the batch's longest list]. Before the fix it was the longest
+    # list of the chunk the rows were read in (here 9, from one record of 100).
+    records = [{"id": i, "tokens": np.arange(9 if i == 50 else i % 3, dtype=np.int64)}
+               for i in range(100)]
+    paths = write_shards(records, str(tmp_path / "ragged"), num_shards=1, progress=False)
+    spec = {"id": qp.io.FixedLenFeature([], qp.int64), "tokens": qp.io.VarLenFeature(qp.int64)}
+    with qp.Pipeline().as_default(), read_batch_features(
+            paths, 4, spec, num_epochs=1, read_batch_size=100, queue_capacity=40, seed=0,
+            **kwargs) as batches:
+        shapes = [(batch["tokens"].dense_shape.tolist(), batch["id"].tolist())
+                  for batch in batches]
+    assert len(shapes) == 25
+    for shape, ids in shapes:
+        assert shape == [len(ids), max(9 if i == 50 else i % 3 for i in ids)], ids

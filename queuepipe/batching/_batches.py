@@ -78,8 +78,10 @@ class Batches:
         self._delivered = 0
         self._replay = 0  # batches a loaded state says to pass over before the next one
         self._on_stop: List[Callable[[], None]] = []  # closers of what the runners used
-        # kept alive by weakref itself
-        weakref.finalize(self, _stop_abandoned, self._group, self._on_stop)
+        # Kept alive by weakref itself until detached: once the group is stopped, or its
+        # registry (a root) would keep alive what the group reaches, this object too (by the
+        # traceback of a runner's error that a dequeue raised here), and the files it read.
+        self._finalizer = weakref.finalize(self, _stop_abandoned, self._group, self._on_stop)
 
     @property
     def queue(self) -> Any:
@@ -182,8 +184,9 @@ class Batches:
         Unless the caller's coordinator runs the pipeline, it stops the runners this object
         owns (requests stop, closes their queues cancelling pending enqueues) and joins their
         threads; the runners of other :class:`Batches` on the same pipeline go on. Under the
-        caller's coordinator it closes its own queue, cancelling pending enqueues, and leaves
-        the rest to that coordinator.
+        caller's coordinator it closes its own queue, cancelling pending enqueues, and the
+        files its runners read (``read_batch_features``: they stop at their next chunk), and
+        leaves the rest to that coordinator.
 
         Raises:
           Exception: a runner's exception that no dequeue has raised yet.
@@ -192,7 +195,10 @@ class Batches:
         with self._lock:
             foreign = self._checked_start and not self._owner
         if foreign:
-            self._queue.close(cancel_pending_enqueues=True)
+            try:
+                self._queue.close(cancel_pending_enqueues=True)
+            finally:
+                _close_all(self._on_stop)
         else:
             self._stop_group()
 
@@ -212,6 +218,8 @@ class Batches:
             if raised is None or (raised is not e and raised.__cause__ is not e):
                 raise
         finally:
+            if self._group.stopped:
+                self._finalizer.detach()
             _close_all(self._on_stop)
 
     def state_dict(self) -> Dict[str, Any]:
