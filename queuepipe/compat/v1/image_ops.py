@@ -169,19 +169,52 @@ def random_crop(value: Any, size: Any, seed: Optional[int] = None,
     return Tensor(crop, [value, size], name=name or "random_crop")
 
 
+def _saturate_cast(values: np.ndarray, target: np.dtype) -> np.ndarray:
+    """TF's ``saturate_cast``: clamp to the range both dtypes hold, then cast."""
+    if target.kind == "f":
+        return values.astype(target)
+    low, high = np.iinfo(target).min, np.iinfo(target).max
+    if values.dtype.kind in "ui":
+        low = max(low, np.iinfo(values.dtype).min)
+        high = min(high, np.iinfo(values.dtype).max)
+        return np.clip(values, low, high).astype(target)
+    # float bounds the float can hold within the range (int32's max is 2**31 - 128 in float32)
+    kind = values.dtype.type
+    low_f, high_f = kind(low), kind(high)
+    if int(high_f) > high:
+        high_f = np.nextafter(high_f, kind(0))
+    return np.clip(values, low_f, high_f).astype(target)
+
+
+def _convert(values: np.ndarray, target: np.dtype, saturate: bool) -> np.ndarray:
+    """TF's ``convert_image_dtype`` on one value: integers rescaled in integer arithmetic (a
+    floor division down, a multiplication up, wrapping unless ``saturate``), integers to
+    floats by ``1 / max`` and floats to integers by ``max + 0.5`` in the float's precision,
+    floats to floats cast."""
+    source = values.dtype
+    if source == target:
+        return values
+    cast = _saturate_cast if saturate else (lambda v, t: v.astype(t))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if source.kind in "ui" and target.kind in "ui":
+            top_in, top_out = int(np.iinfo(source).max), int(np.iinfo(target).max)
+            if top_in > top_out:
+                return cast(values // source.type((top_in + 1) // (top_out + 1)), target)
+            return cast(values, target) * target.type((top_out + 1) // (top_in + 1))
+        if source.kind == "f" and target.kind == "f":
+            return values.astype(target)
+        if source.kind in "ui":
+            return values.astype(target) * target.type(1.0 / np.iinfo(source).max)
+        return cast(values * source.type(np.iinfo(target).max + 0.5), target)
+
+
 def convert_image_dtype(image: Any, dtype: Any, saturate: bool = False,
                         name: Optional[str] = None) -> Tensor:
-    """Integers to floats scaled to [0, 1] (and back, scaled to the integer range), as TF."""
+    """TF's ``tf.image.convert_image_dtype``: values rescaled between the dtypes' ranges
+    (integers to ``[0, max]``, floats to ``[0, 1]``) as TF computes them."""
     target = np.dtype(dtype)
-
-    def convert(v: Any) -> np.ndarray:
-        v = np.asarray(v)
-        if v.dtype == target:
-            return v
-        if v.dtype.kind in "ui" and target.kind == "f":
-            return (v.astype(np.float64) / np.iinfo(v.dtype).max).astype(target)
-        if v.dtype.kind == "f" and target.kind in "ui":
-            top = np.iinfo(target).max
-            return np.clip(v * (top + 0.5), 0, top).astype(target)
-        return v.astype(target)
-    return Tensor(convert, [image], name=name or "convert_image")
+    if target.kind not in "uif" or target == np.bool_:
+        raise TypeError(f"convert_image_dtype: dtype must be an integer or a float type, got "
+                        f"{target}")
+    return Tensor(lambda v: _convert(np.asarray(v), target, saturate), [image],
+                  name=name or "convert_image")
