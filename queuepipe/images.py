@@ -127,7 +127,8 @@ def _decode_as(data: bytes, rawmode: str) -> np.ndarray:
     way to every byte of a 16-bit color PNG, which Pillow's modes hold at 8 bits only."""
     image = Image.open(io.BytesIO(data))
     tile = image.tile[0]
-    args = rawmode if isinstance(tile.args, str) else (rawmode,) + tuple(tile.args[1:])
+    args = rawmode if isinstance(tile.args, (str, type(None))) else \
+        (rawmode,) + tuple(tile.args[1:])
     image.tile = [tile._replace(args=args)]
     image.load()
     return np.asarray(image).astype(np.uint16)
@@ -297,7 +298,8 @@ def decode_batch(contents: Any, decoder: Callable[..., np.ndarray] = decode_imag
 
     Raises:
       InvalidArgumentError: an image does not decode (its index named), or the images differ
-        in shape and cannot be stacked (resize them first, or decode per record).
+        in shape and cannot be stacked (resize them with ``qp.image.resize``, or decode per
+        record).
     """
     items = list(np.asarray(contents, dtype=object).reshape(-1))
 
@@ -316,7 +318,9 @@ def decode_batch(contents: Any, decoder: Callable[..., np.ndarray] = decode_imag
     shapes = {image.shape for image in decoded}
     if len(shapes) > 1:
         raise InvalidArgumentError(f"decode_batch: the images differ in shape "
-                                   f"{sorted(shapes)[:4]}: resize them to one size to batch them")
+                                   f"{sorted(shapes)[:4]}: resize them to one size to batch "
+                                   f"them (qp.image.resize per image, or decode and resize "
+                                   f"in one decoder function)")
     if not decoded:
         return np.zeros((0, 0, 0, 0), dtype=np.uint8)
     return np.stack(decoded)
