@@ -26,7 +26,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names load lazily
     from queuepipe import (
-        batching, coordinator, distributed, dtypes, features, images, integrations, io, monitor,
+        augment, batching, coordinator, distributed, dtypes, features, image, images,
+        integrations, io, monitor,
         parsing, producers, protos, python_io, queues, readers, records, remote, runner, shards,
         sparse, train
     )
@@ -95,13 +96,14 @@ _LAZY = table_of({
 })
 _SUBMODULES = ("train", "io", "python_io", "dtypes", "sparse", "queues", "coordinator",
                "runner", "producers", "records", "readers", "protos", "parsing", "batching",
-               "features", "shards", "remote", "distributed", "monitor", "integrations", "images")
+               "features", "shards", "remote", "distributed", "monitor", "integrations", "images",
+               "image", "augment")
 
 __getattr__, __dir__ = namespace(__name__, _LAZY, _SUBMODULES)
 
 __all__ = sorted(
     list(_LAZY) + list(errors.__all__)
-    + ["errors", "train", "io", "python_io", "as_dtype", "__version__", "string", "bool",
+    + ["errors", "train", "io", "image", "python_io", "as_dtype", "__version__", "string", "bool",
        "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
        "float32", "float64", "double", "half", "complex64", "complex128"]
 )

@@ -7,9 +7,9 @@ channels]``, ``channels=0`` keeping the file's own. They run on Pillow (the ``[i
 and release the GIL while decoding: :func:`decode_batch` decodes a batch of encoded images on a
 few threads.
 
-Against TensorFlow 2.21 (``tests/golden/images-tf2.21/``, compared array for array): PNG
-pixels are TF's in every channel count (color made gray with libpng's coefficients, as TF's
-decoder does); JPEG pixels are TF's with ``dct_method="INTEGER_ACCURATE"``, gray JPEG output
+Against TensorFlow 2.21 (``tests/golden/images-tf2.21/`` and ``image-cases-tf2.21/``,
+compared array for array): PNG pixels are TF's in every channel count and dtype, 16-bit color
+included (color made gray with libpng's coefficients, as TF's decoder does); JPEG pixels are TF's with ``dct_method="INTEGER_ACCURATE"``, gray JPEG output
 being libjpeg's own as in TF. TF's default JPEG IDCT is the fast one, a few levels off the
 accurate one, which is the only one Pillow offers.
 
@@ -85,30 +85,100 @@ def _png_gray(image: Any) -> np.ndarray:
     return ((9797 * r + 19234 * g + 3737 * b) >> 15).astype(rgb.dtype)[..., None]
 
 
+def _file_channels(image: Any) -> int:
+    """The channels TF keeps for ``channels=0``: the file's own (a palette with
+    transparency becomes RGBA, as libpng expands it)."""
+    mode = image.mode
+    if mode in ("1", "L", "I;16", "I;16B", "I"):
+        return 1
+    if mode == "LA":
+        return 2
+    if mode in ("RGBA", "PA") or (mode == "P" and "transparency" in image.info):
+        return 4
+    return 3
+
+
 def _channels(image: Any, channels: int, op: str) -> np.ndarray:
-    """The pixels as ``[h, w, c]``: the file's channels for 0, else converted as TF does."""
+    """The 8-bit pixels as ``[h, w, c]``: the file's channels for 0, else converted as TF
+    does."""
     if channels not in (0, 1, 2, 3, 4):
         raise InvalidArgumentError(f"{op}: channels must be 0, 1, 2, 3 or 4, got {channels!r}")
-    mode = image.mode
-    if channels == 0:
-        if mode in ("1", "L", "I;16", "I;16B", "I"):
-            channels = 1
-        elif mode in ("LA",):
-            channels = 2
-        elif mode in ("RGBA", "PA") or (mode == "P" and "transparency" in image.info):
-            channels = 4
-        else:
-            channels = 3
-    if mode.startswith("I;16") or mode == "I":
-        pixels = np.asarray(image)
-        if channels == 1:
-            return pixels.reshape(pixels.shape + (1,))
-        image = image.convert("L")
-    if channels == 1 and image.format == "PNG" and mode not in ("1", "L", "LA"):
+    channels = channels or _file_channels(image)
+    if channels == 1 and image.format == "PNG" and image.mode not in ("1", "L", "LA"):
         return _png_gray(image)
     converted = image if image.mode == _MODES[channels] else image.convert(_MODES[channels])
     pixels = np.asarray(converted)
     return pixels.reshape(pixels.shape[:2] + (channels,))
+
+
+_PNG16_RAWMODES = {0: "I;16B", 4: "LA;16B", 2: "RGB;16B", 6: "RGBA;16B"}
+
+
+def _png16_rawmode(data: bytes) -> Optional[str]:
+    """Pillow's raw mode for a 16-bit PNG's samples, from its IHDR (bit depth at byte 24,
+    color type at 25), None for any other image."""
+    if _format(data) != "PNG" or len(data) < 26 or data[24] != 16:
+        return None
+    return _PNG16_RAWMODES.get(data[25])
+
+
+def _decode_as(data: bytes, rawmode: str) -> np.ndarray:
+    """The PNG's pixel bytes unpacked with ``rawmode`` in place of the one Pillow chose: the
+    way to every byte of a 16-bit color PNG, which Pillow's modes hold at 8 bits only."""
+    image = Image.open(io.BytesIO(data))
+    tile = image.tile[0]
+    args = rawmode if isinstance(tile.args, (str, type(None))) else \
+        (rawmode,) + tuple(tile.args[1:])
+    image.tile = [tile._replace(args=args)]
+    image.load()
+    return np.asarray(image).astype(np.uint16)
+
+
+def _png16_pixels(image: Any, data: bytes, rawmode: str) -> np.ndarray:
+    """Every 16-bit sample of a 16-bit PNG, as uint16 ``[h, w, the file's channels]``.
+
+    Pillow keeps 16-bit gray whole (mode ``I;16``) but color at 8 bits. Its decoder still
+    inflates and unfilters every byte: unpacked as big-endian samples it keeps the high
+    bytes, as little-endian ones the low bytes; gray+alpha (4 bytes a pixel) comes whole
+    as the 4 bytes of an RGBA pixel."""
+    if image.mode.startswith("I"):
+        pixels = np.asarray(image).astype(np.uint16)
+        return pixels.reshape(pixels.shape[:2] + (1,))
+    if rawmode == "LA;16B":
+        raw = _decode_as(data, "RGBA")
+        return np.stack([raw[..., 0] << 8 | raw[..., 1], raw[..., 2] << 8 | raw[..., 3]], -1)
+    high = _decode_as(data, rawmode)
+    return high << 8 | _decode_as(data, rawmode[:-1] + "L")
+
+
+def _png16_channels(pixels: np.ndarray, channels: int) -> np.ndarray:
+    """16-bit samples in ``channels`` as libpng converts them for TF: gray made color by
+    repeating it, alpha added opaque or dropped, color made gray with libpng's coefficients
+    (rounded at 16 bits)."""
+    have = pixels.shape[-1]
+    if channels in (0, have):
+        return pixels
+    color = pixels[..., :3] if have >= 3 else np.repeat(pixels[..., :1], 3, axis=-1)
+    alpha = pixels[..., have - 1:] if have in (2, 4) else np.full_like(pixels[..., :1], 65535)
+    if channels == 1:
+        if have <= 2:
+            return pixels[..., :1]
+        r, g, b = (color[..., i].astype(np.uint32) for i in range(3))
+        return ((9797 * r + 19234 * g + 3737 * b + 16384) >> 15).astype(np.uint16)[..., None]
+    if channels == 2:
+        return np.concatenate([_png16_channels(pixels, 1), alpha], axis=-1)
+    return color if channels == 3 else np.concatenate([color, alpha], axis=-1)
+
+
+def _pixels(image: Any, data: bytes, channels: int, op: str) -> np.ndarray:
+    """The decoded pixels in ``channels``: uint16 for a 16-bit PNG, else uint8."""
+    rawmode = _png16_rawmode(data)
+    if rawmode is not None:
+        if channels not in (0, 1, 2, 3, 4):
+            raise InvalidArgumentError(f"{op}: channels must be 0, 1, 2, 3 or 4, got "
+                                       f"{channels!r}")
+        return _png16_channels(_png16_pixels(image, data, rawmode), channels)
+    return _channels(image, channels, op)
 
 
 def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscaling: bool = True,
@@ -140,8 +210,10 @@ def decode_jpeg(contents: Any, channels: int = 0, ratio: int = 1, fancy_upscalin
     try:
         image = Image.open(io.BytesIO(data))
         if ratio > 1 or channels == 1:  # libjpeg scales, and makes gray from Y, as for TF
+            # Pillow picks the largest scale that keeps the size asked: asking the floor
+            # gives libjpeg's 1/ratio, whose output rounds up (375 rows at 2: 188, as TF)
             image.draft("L" if channels == 1 else image.mode,
-                        (-(-image.width // ratio), -(-image.height // ratio)))
+                        (max(1, image.width // ratio), max(1, image.height // ratio)))
         image.load()
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
         raise InvalidArgumentError(f"decode_jpeg: cannot decode the JPEG image of {len(data)} "
@@ -153,7 +225,8 @@ def decode_png(contents: Any, channels: int = 0, dtype: Any = _dtypes.uint8,
                name: Optional[str] = None) -> np.ndarray:
     """A PNG image as ``[height, width, channels]`` of ``dtype`` (uint8 or uint16), as
     ``tf.io.decode_png``: 16-bit files scaled to uint8 by ``>> 8`` when uint8 is asked, 8-bit
-    files to uint16 by ``* 257``.
+    files to uint16 by ``* 257`` (libpng's expansion); every sample of a 16-bit file kept
+    when uint16 is asked.
 
     Raises:
       InvalidArgumentError: the data is not a PNG image or does not decode, or a bad
@@ -166,26 +239,31 @@ def decode_png(contents: Any, channels: int = 0, dtype: Any = _dtypes.uint8,
     if channels not in (0, 1, 3, 4):
         raise InvalidArgumentError(f"decode_png: `channels` must be 0, 1, 3 or 4 but got "
                                    f"{channels!r}")
-    image = _open(_bytes(contents, "decode_png"), "decode_png", "PNG")
-    pixels = _channels(image, channels, "decode_png")
-    return _convert_depth(pixels, dtype)
+    data = _bytes(contents, "decode_png")
+    pixels = _pixels(_open(data, "decode_png", "PNG"), data, channels, "decode_png")
+    return _convert_depth(pixels, dtype, widen=257)
 
 
-def _convert_depth(pixels: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _convert_depth(pixels: np.ndarray, dtype: np.dtype, widen: int) -> np.ndarray:
+    """8 or 16-bit pixels in ``dtype``: 16 to 8 bits by ``>> 8``; 8 to 16 bits by ``* widen``
+    (libpng expands PNG samples by 257; TF's ``convert_image_dtype`` scales the other
+    formats by 256); to float32 in ``[0, 1]``."""
     if pixels.dtype == dtype:
         return pixels
-    if pixels.dtype == np.uint8 and dtype == np.uint16:
-        return pixels.astype(np.uint16) * 257
-    if pixels.dtype != np.uint8 and dtype == np.uint8:
-        return (pixels.astype(np.uint32) >> 8).astype(np.uint8)
-    return pixels.astype(dtype)
+    if dtype == np.float32:
+        return pixels.astype(np.float32) / np.float32(np.iinfo(pixels.dtype).max)
+    if dtype == np.uint16:
+        return pixels.astype(np.uint16) * np.uint16(widen)
+    return (pixels >> 8).astype(np.uint8)
 
 
 def decode_image(contents: Any, channels: Optional[int] = None, dtype: Any = _dtypes.uint8,
                  name: Optional[str] = None, expand_animations: bool = True) -> np.ndarray:
     """A JPEG, PNG, GIF or BMP image, as ``tf.io.decode_image``: ``[h, w, c]``, or ``[frames,
     h, w, 3]`` for a GIF when ``expand_animations`` (its first frame ``[h, w, 3]`` otherwise).
-    ``dtype`` float32 scales to ``[0, 1]``.
+    ``dtype`` float32 scales to ``[0, 1]``; uint16 scales 8-bit PNG samples by 257 (as
+    ``decode_png``) and JPEG, GIF and BMP ones by 256 (as TF, which decodes them at 8 bits and
+    converts with ``convert_image_dtype``).
 
     Raises:
       InvalidArgumentError: an unknown format, data that does not decode, a bad argument.
@@ -207,11 +285,8 @@ def decode_image(contents: Any, channels: Optional[int] = None, dtype: Any = _dt
             raise InvalidArgumentError(f"decode_image: a GIF has 3 channels, got channels="
                                        f"{channels!r}")
     else:
-        pixels = _channels(image, channels or 0, "decode_image")
-    if dtype == _dtypes.float32:
-        scale = 65535.0 if pixels.dtype == np.uint16 else 255.0
-        return (pixels.astype(np.float32) / scale).astype(np.float32)
-    return _convert_depth(pixels, dtype)
+        pixels = _pixels(image, data, channels or 0, "decode_image")
+    return _convert_depth(pixels, dtype, widen=257 if image.format == "PNG" else 256)
 
 
 def decode_batch(contents: Any, decoder: Callable[..., np.ndarray] = decode_image,
@@ -223,7 +298,8 @@ def decode_batch(contents: Any, decoder: Callable[..., np.ndarray] = decode_imag
 
     Raises:
       InvalidArgumentError: an image does not decode (its index named), or the images differ
-        in shape and cannot be stacked (resize them first, or decode per record).
+        in shape and cannot be stacked (resize them with ``qp.image.resize``, or decode per
+        record).
     """
     items = list(np.asarray(contents, dtype=object).reshape(-1))
 
@@ -242,7 +318,9 @@ def decode_batch(contents: Any, decoder: Callable[..., np.ndarray] = decode_imag
     shapes = {image.shape for image in decoded}
     if len(shapes) > 1:
         raise InvalidArgumentError(f"decode_batch: the images differ in shape "
-                                   f"{sorted(shapes)[:4]}: resize them to one size to batch them")
+                                   f"{sorted(shapes)[:4]}: resize them to one size to batch "
+                                   f"them (qp.image.resize per image, or decode and resize "
+                                   f"in one decoder function)")
     if not decoded:
         return np.zeros((0, 0, 0, 0), dtype=np.uint8)
     return np.stack(decoded)

@@ -113,17 +113,25 @@ def test_decode_batch_decodes_on_threads_and_names_a_bad_image():
         qp.io.decode_batch([encode(photo(8, 8), "PNG"), encode(photo(), "PNG")])
 
 
-GOLDEN_IMAGES = os.path.join(os.path.dirname(__file__), "golden", "images-tf2.21")
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 
 
-def tf_reference():
-    with np.load(os.path.join(GOLDEN_IMAGES, "expected.npz")) as z:
+def golden_arrays(directory, name):
+    with np.load(os.path.join(GOLDEN, directory, name)) as z:
         return {key: z[key] for key in z.files}
 
 
-def golden_bytes(name):
-    with open(os.path.join(GOLDEN_IMAGES, name), "rb") as f:
+def golden_file(directory, name):
+    with open(os.path.join(GOLDEN, directory, name), "rb") as f:
         return f.read()
+
+
+def tf_reference():
+    return golden_arrays("images-tf2.21", "expected.npz")
+
+
+def golden_bytes(name):
+    return golden_file("images-tf2.21", name)
 
 
 @pytest.mark.parametrize("channels", [0, 1, 3, 4])
@@ -153,3 +161,47 @@ def test_a_damaged_jpeg_header_is_an_invalid_argument_naming_the_op():
         qp.io.decode_jpeg(b"\xff\xd8\xff" + b"garbage" * 3)
     with pytest.raises(InvalidArgumentError, match=r"channels must be 0, 1 or 3, got 4"):
         qp.io.decode_jpeg(b"not even read", channels=4)
+
+
+def tf_cases():
+    return golden_arrays("image-cases-tf2.21", "decode.npz")
+
+
+def case_bytes(name):
+    return golden_file("image-cases-tf2.21", name)
+
+
+def convert(pixels, dtype):
+    """8-bit pixels in ``dtype`` as TF's convert_image_dtype does (uint16: * 256)."""
+    if dtype == "uint16":
+        return pixels.astype(np.uint16) * 256
+    return pixels.astype(np.float32) / 255 if dtype == "float32" else pixels
+
+
+DECODE_KEYS = sorted(key for key in tf_cases() if not key.startswith("convert."))
+
+
+@pytest.mark.parametrize("key", DECODE_KEYS)
+def test_edge_case_decodings_are_tensorflows(key):
+    """16-bit PNGs of every color type in every channel count and dtype, gray+alpha kept as two
+    channels, JPEG ratios on sides that are not multiples of the ratio, and decode_image's
+    dtypes, each equal to what TF 2.21 decoded from the same bytes."""
+    expected = tf_cases()[key]
+    base, extension, op, *rest = key.split(".")
+    name = f"{base}.{extension}"
+    if op == "png":
+        channels, dtype = rest
+        got = qp.io.decode_png(case_bytes(name), channels=int(channels), dtype=dtype)
+    elif op == "image":
+        got = qp.io.decode_image(case_bytes(name), dtype=rest[0])
+    else:
+        got = qp.io.decode_jpeg(case_bytes(name), channels=int(rest[0]), ratio=int(op[5:]))
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    if extension == "jpg" and op == "image":  # decode_image uses TF's fast IDCT: a few levels
+        scale = {"uint8": 1, "uint16": 256, "float32": 1 / 255}[rest[0]]
+        assert np.abs(got.astype(np.float64) - expected).max() <= 16 * scale
+        assert np.array_equal(got, convert(qp.io.decode_jpeg(case_bytes(name)), rest[0]))
+    elif expected.dtype == np.float32:
+        assert np.allclose(got, expected, rtol=0, atol=1e-7)
+    else:
+        assert np.array_equal(got, expected)

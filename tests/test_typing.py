@@ -40,7 +40,7 @@ def test_the_namespaces_reveal_real_signatures(tmp_path):
 
 
 @pytest.mark.parametrize("module", ["queuepipe", "queuepipe.train", "queuepipe.io",
-                                    "queuepipe.python_io"])
+                                    "queuepipe.python_io", "queuepipe.image"])
 def test_the_type_checking_imports_list_the_lazy_table(module):
     namespace = importlib.import_module(module)
     table = getattr(namespace, "_TABLE", None) or namespace._LAZY
