@@ -17,7 +17,7 @@ from queuepipe.dtypes import (  # noqa: A004 - TF's dtype names, bool among them
     int32, int64, string, uint8, uint16, uint32, uint64,
 )
 from queuepipe.errors import (
-    AbortedError, CancelledError, DataLossError, DeadlineExceededError,
+    AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
     FailedPreconditionError, InvalidArgumentError, NotFoundError, OutOfRangeError,
     QueuePipeError,
 )

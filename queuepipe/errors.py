@@ -14,6 +14,7 @@ __all__ = [
     "DeadlineExceededError",
     "AbortedError",
     "NotFoundError",
+    "AlreadyExistsError",
     "FailedPreconditionError",
 ]
 
@@ -81,6 +82,11 @@ class AbortedError(QueuePipeError):
 
 class NotFoundError(QueuePipeError, FileNotFoundError):
     """A file or pattern named by the caller does not exist (or no longer does)."""
+
+
+class AlreadyExistsError(QueuePipeError, FileExistsError):
+    """A file the caller asked to create already exists (``tf.gfile.Copy`` or ``Rename``
+    onto one without ``overwrite=True``), as TF raises it."""
 
 
 class FailedPreconditionError(QueuePipeError, ValueError):

@@ -18,12 +18,14 @@ from typing import Any, Dict
 
 from queuepipe import errors, parsing, protos, records, sparse
 from queuepipe import dtypes as _dtypes
-from queuepipe.compat.v1 import image_ops, inputs, ops
+from queuepipe.compat.v1 import flags as _flags
+from queuepipe.compat.v1 import gfile as _gfile
+from queuepipe.compat.v1 import image_ops, inputs, ops, scopes, session_options, tf_logging
+from queuepipe.compat.v1 import summary as _summary
 from queuepipe.compat.v1.graph import (
     Graph, Operation, Session, Tensor, get_default_graph, no_op,
 )
 from queuepipe.coordinator import Coordinator, LooperThread
-from queuepipe.producers import limit_epochs, match_filenames_once
 
 
 class _Namespace:
@@ -43,10 +45,25 @@ class _Namespace:
         return f"<queuepipe.compat.v1 namespace '{self._path}'>"
 
 
+# Names of TF1's model and training world: outside what an input pipeline needs.
+_OUTSIDE = {"tf.nn", "tf.layers", "tf.losses", "tf.metrics", "tf.keras", "tf.estimator",
+            "tf.contrib", "tf.Variable", "tf.get_variable", "tf.placeholder", "tf.gradients",
+            "tf.global_variables", "tf.trainable_variables", "tf.saved_model",
+            "tf.train.Saver", "tf.train.GradientDescentOptimizer", "tf.train.AdamOptimizer",
+            "tf.train.MomentumOptimizer", "tf.train.Optimizer", "tf.train.MonitoredSession",
+            "tf.train.MonitoredTrainingSession", "tf.train.get_or_create_global_step",
+            "tf.train.get_global_step", "tf.train.exponential_decay", "tf.train.Checkpoint",
+            "tf.train.ExponentialMovingAverage", "tf.train.SessionRunHook"}
+
+
 def _missing(name: str) -> str:
-    return (f"{name} is not provided by queuepipe.compat.v1: compute it with NumPy on the "
-            f"values sess.run gives, or port the pipeline to the native API "
-            f"(import queuepipe as qp; docs/migration.md, 'Name by name')")
+    if name in _OUTSIDE or any(name.startswith(f"{outside}.") for outside in _OUTSIDE):
+        return (f"{name} is not provided by queuepipe.compat.v1: it is outside the input "
+                f"pipeline, which is all this layer provides (files, readers, parsing, queues, "
+                f"batching, tf.data, sessions, and the per-element ops between read and "
+                f"batch); keep it in the model code that consumes the batches sess.run gives")
+    return (f"{name} is not provided by queuepipe.compat.v1 (docs/migration.md, 'Name by "
+            f"name', lists what is)")
 
 
 def _no_op_function(name: str) -> Any:
@@ -104,7 +121,7 @@ train = _Namespace("tf.train", {
         "Example", "SequenceExample", "Features", "Feature", "FeatureList", "FeatureLists",
         "BytesList", "FloatList", "Int64List")},
     "Coordinator": Coordinator, "LooperThread": LooperThread,
-    "match_filenames_once": match_filenames_once, "limit_epochs": limit_epochs,
+    "match_filenames_once": inputs.match_filenames_once, "limit_epochs": inputs.limit_epochs,
     "queue_runner": _Namespace("tf.train.queue_runner", {
         "QueueRunner": inputs.QueueRunner, "add_queue_runner": inputs.add_queue_runner}),
 })
@@ -117,7 +134,8 @@ io = _Namespace("tf.io", {
     **{name: getattr(image_ops, name) for name in ("decode_jpeg", "decode_png", "decode_image")},
 })
 python_io = _Namespace("tf.python_io", dict(_IO))
-sparse_ns = _Namespace("tf.sparse", {"to_dense": ops.sparse_tensor_to_dense})
+sparse_ns = _Namespace("tf.sparse", {"to_dense": ops.sparse_tensor_to_dense,
+                                     "SparseTensorValue": sparse.SparseValue})
 image = _Namespace("tf.image", {name: getattr(image_ops, name) for name in image_ops.__all__})
 math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "abs", "sqrt", "square",
@@ -125,6 +143,16 @@ math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")})
 globals()["sparse"] = sparse_ns
 del sparse_ns
+for _name in scopes.__all__:
+    globals()[_name] = getattr(scopes, _name)
+for _name in session_options.__all__:
+    globals()[_name] = getattr(session_options, _name)
+io.gfile = _Namespace("tf.io.gfile", _gfile.TF2_NAMES)
+gfile = _Namespace("tf.gfile", _gfile.TF1_NAMES)
+logging = _Namespace("tf.logging", tf_logging.NAMES)
+flags = _Namespace("tf.flags", {name: getattr(_flags, name) for name in _flags.__all__})
+app = _Namespace("tf.app", {"flags": flags, "run": _flags.run})
+summary = _Namespace("tf.summary", {name: getattr(_summary, name) for name in _summary.__all__})
 
 __all__ = sorted(name for name, value in globals().items()
                  if not name.startswith("_") and name not in ("annotations", "Any", "Dict")

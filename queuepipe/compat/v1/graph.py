@@ -17,16 +17,20 @@ effect (an enqueue, an initializer); ``sess.run`` gives None for it.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import threading
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, cast
 
 import numpy as np
 
+from queuepipe.compat.v1.shapes import TensorShape, as_shape
+from queuepipe.dtypes import as_dtype
 from queuepipe.runner import Pipeline, get_default_pipeline
 
 __all__ = ["Tensor", "Operation", "evaluate", "compile_fetches", "Graph", "get_default_graph",
-           "Session", "as_node", "no_op"]
+           "Session", "as_node", "no_op", "run_timeout"]
 
 
 class Tensor:
@@ -39,11 +43,58 @@ class Tensor:
     __array_priority__ = 1000  # ``numpy_value * tensor`` builds a Tensor too
 
     def __init__(self, fn: Callable[..., Any], inputs: Sequence[Any] = (), name: str = "op",
-                 graph: Optional["Graph"] = None):
-        self._fn = fn
-        self._inputs = [as_node(x) for x in inputs]
-        self.name = name
+                 graph: Optional["Graph"] = None, shape: Any = None, dtype: Any = None,
+                 output_of: Optional[str] = None):
         self.graph: Optional[Graph] = graph if graph is not None else get_default_graph()
+        names = self.graph._names
+        self._inputs = [as_node(x) for x in inputs]
+        controls = names.controls()
+        if controls:  # evaluated first, their values not passed on
+            count = len(self._inputs)
+            self._inputs += controls
+            fn = _first_arguments(fn, count)
+        self._fn = fn
+        # ``output_of``: this is output ``i`` of an op already named (``ReaderReadV2:1``).
+        self.name = output_of if output_of is not None else self._tensor_name(names.unique(name))
+        self._shape = None if shape is None else as_shape(shape)  # None: not inferred here
+        self._dtype = None if dtype is None else as_dtype(dtype)
+
+    @staticmethod
+    def _tensor_name(op_name: str) -> str:
+        return f"{op_name}:0"
+
+    @property
+    def shape(self) -> TensorShape:
+        """The static shape (an unknown one where it is not inferred)."""
+        return self._shape if self._shape is not None else TensorShape(None)
+
+    def get_shape(self) -> TensorShape:
+        return self.shape
+
+    def set_shape(self, shape: Any) -> None:
+        """Narrows the static shape, as TF's ``set_shape``: ValueError (at build time) when
+        ``shape`` contradicts what is known. Batching then checks each value against it."""
+        self._shape = self.shape.merge_with(as_shape(shape))
+
+    @property
+    def dtype(self) -> Any:
+        """The NumPy dtype of the value (``tf.string`` is object), None where not inferred."""
+        return self._dtype
+
+    @property
+    def op(self) -> "Tensor":
+        return self
+
+    @property
+    def device(self) -> str:
+        return ""
+
+    def output(self, index: Any, shape: Any = None, dtype: Any = None) -> "Tensor":
+        """Output ``index`` (an int or a key) of this multi-output node, named TF's way."""
+        op_name = self.name.rsplit(":", 1)[0]
+        position = index if isinstance(index, int) else 0
+        return Tensor(operator.itemgetter(index), [self], graph=self.graph, shape=shape,
+                      dtype=dtype, output_of=f"{op_name}:{position}")
 
     def _compute(self, memo: Dict[int, Any]) -> Any:
         return self._fn(*(node._value(memo) for node in self._inputs))
@@ -58,9 +109,6 @@ class Tensor:
         """The value in one run of ``session`` (the default session if None)."""
         return (session or _default_session()).run(self)
 
-    def __getitem__(self, key: Any) -> "Tensor":
-        """``tensor[key]``: the value indexed, as a Tensor (TF's strided slice)."""
-        return Tensor(operator.itemgetter(key), [self], name="strided_slice")
 
     def __iter__(self):
         raise TypeError(f"Tensor '{self.name}' is a symbolic value: it has no elements to "
@@ -71,12 +119,20 @@ class Tensor:
                         "graph-build time (run it with sess.run to get its value)")
 
     def __repr__(self) -> str:
-        return f"<tf.Tensor '{self.name}'>"
+        return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype}>"
+
+
+def _first_arguments(fn: Callable[..., Any], count: int) -> Callable[..., Any]:
+    return lambda *values: fn(*values[:count])
 
 
 class Operation(Tensor):
     """A node run for its effect; ``sess.run`` gives None for it. Calling it runs it once
     (what a QueueRunner's thread does with each of its enqueue ops)."""
+
+    @staticmethod
+    def _tensor_name(op_name: str) -> str:
+        return op_name
 
     def __call__(self) -> None:
         plan = self.__dict__.get("_plan")
@@ -92,11 +148,17 @@ class Operation(Tensor):
 
 
 class _Constant(Tensor):
+    """A value known at build time. A NumPy array keeps its dtype; a Python number or list
+    has none of its own (as in TF, ``x * 2`` takes ``x``'s dtype)."""
+
     def __init__(self, value: Any):
         self._constant = value
         self._inputs = []
-        self.name = "Const"
+        self.name = "Const:0"
         self.graph = None
+        self._shape = None if callable(value) else as_shape(np.shape(value))
+        typed = isinstance(value, (np.ndarray, np.generic, bytes))
+        self._dtype = as_dtype(np.asarray(value).dtype) if typed else None
 
     def _value(self, memo: Dict[int, Any]) -> Any:
         return self._constant
@@ -210,16 +272,93 @@ def _step_fn(node: Tensor) -> Callable[..., Any]:
 
 class Graph:
     """TF1's graph: here, the :class:`~queuepipe.runner.Pipeline` whose QueueRunners the
-    graph's input functions add. ``with tf.Graph().as_default():`` builds into a fresh one."""
+    graph's input functions add, and the names of its ops. ``with tf.Graph().as_default():``
+    builds into a fresh one."""
 
     def __init__(self):
         self.pipeline = Pipeline()
+        self._names = _Names()
+        self._closers: List[Callable[[], None]] = []
 
     def as_default(self) -> "_GraphScope":
         return _GraphScope(self)
 
     def finalize(self) -> None:
         """Accepted for TF1 code; the graph is not frozen."""
+
+    def unique_name(self, name: str) -> str:
+        """``name`` in the current name scope, made unique in the graph (``add``, ``add_1``)."""
+        return self._names.unique(name)
+
+    def name_scope(self, name: Optional[str]) -> Any:
+        return self._names.scope(name)
+
+    def add_closer(self, close: Callable[[], None]) -> None:
+        """``close`` runs when a session of this graph closes (it stops threads the graph's
+        iterators started)."""
+        self._closers.append(close)
+
+
+class _Names:
+    """A graph's op names and its name scopes (one stack per thread, as TF keeps them)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._used: Dict[str, int] = {}
+        self._local = threading.local()
+
+    def prefix(self) -> str:
+        return getattr(self._local, "prefix", "")
+
+    def controls(self) -> List[Tensor]:
+        return list(getattr(self._local, "controls", ()))
+
+    def unique(self, name: str) -> str:
+        """TF's ``Graph.unique_name``: ``name`` under the scope, with ``_1``, ``_2``... added
+        when taken."""
+        full = self.prefix() + name
+        key = full.lower()
+        with self._lock:
+            count = self._used.get(key, 0)
+            self._used[key] = count + 1
+            if count == 0:
+                return full
+            base = key
+            while key in self._used:
+                key = f"{base}_{count}"
+                count += 1
+            self._used[key] = 1
+        return f"{full}_{count - 1}"
+
+    @contextlib.contextmanager
+    def scope(self, name: Optional[str]):
+        """TF's ``name_scope``: yields the new prefix (``input/``); a name ending in ``/`` is
+        taken as it is; None or ``""`` is the root."""
+        if not name:
+            prefix = ""
+        elif name.endswith("/"):
+            prefix = name
+        else:
+            prefix = self.unique(name) + "/"
+        saved = self.prefix()
+        self._local.prefix = prefix
+        try:
+            yield prefix
+        finally:
+            self._local.prefix = saved
+
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs: Any):
+        """Ops made inside evaluate ``control_inputs`` first (None clears them)."""
+        saved = self.controls()
+        if control_inputs is None:
+            self._local.controls = []
+        else:
+            self._local.controls = saved + [as_node(c) for c in control_inputs]
+        try:
+            yield None
+        finally:
+            self._local.controls = saved
 
 
 class _GraphScope:
@@ -242,7 +381,8 @@ class _ProcessGraph(Graph):
     pipeline of the moment (so that native and compat code share it)."""
 
     def __init__(self):  # no pipeline of its own: see the property
-        pass
+        self._names = _Names()
+        self._closers = []
 
     @property
     def pipeline(self) -> Pipeline:
@@ -275,33 +415,49 @@ class Session:
     enqueues cancelled, as TF's session close does, so that no input thread stays blocked.
 
     Args:
-      target, config: accepted for TF1 code; unused.
+      target: accepted for TF1 code; unused.
+      config: a ``tf.ConfigProto``; its ``operation_timeout_in_ms`` bounds each run as
+        ``RunOptions.timeout_in_ms`` does, the rest is accepted.
       graph: the graph to run (the default graph if None).
     """
 
     def __init__(self, target: str = "", graph: Optional[Graph] = None, config: Any = None):
-        del target, config
+        del target
         self.graph = graph if graph is not None else get_default_graph()
         self._closed = False
+        self._timeout_ms = getattr(config, "operation_timeout_in_ms", 0) or 0
 
     def run(self, fetches: Any, feed_dict: Any = None, options: Any = None,
             run_metadata: Any = None) -> Any:
-        """The values of ``fetches`` (nested lists, tuples, dicts), each node run once."""
+        """The values of ``fetches`` (nested lists, tuples, dicts), each node run once.
+
+        ``options=tf.RunOptions(timeout_in_ms=...)`` bounds the wait of every dequeue in the
+        run: one that would wait longer raises ``DeadlineExceededError``, as in TF.
+        """
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session.")
         if feed_dict:
             raise NotImplementedError("feed_dict is not provided by queuepipe.compat.v1: an "
                                       "input pipeline has no placeholders to feed; pass the "
                                       "values to your model directly")
-        del options, run_metadata
-        return evaluate(fetches)
+        del run_metadata
+        timeout_ms = getattr(options, "timeout_in_ms", 0) or self._timeout_ms
+        _local.deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
+        try:
+            return evaluate(fetches)
+        finally:
+            _local.deadline = None
 
     def close(self) -> None:
+        """Closes the graph's queues (pending enqueues cancelled) and stops the threads its
+        iterators started. Idempotent."""
         if self._closed:
             return
         self._closed = True
         for queue in self.graph.pipeline.queues:
             queue.close(cancel_pending_enqueues=True)
+        for close in self.graph._closers:
+            close()
 
     def __enter__(self) -> "Session":
         _sessions().append(self)
@@ -326,6 +482,13 @@ class _SessionScope:
 
     def __exit__(self, *exc: Any) -> None:
         _sessions().pop()
+
+
+def run_timeout() -> Optional[float]:
+    """Seconds left of the ``timeout_in_ms`` of the ``sess.run`` this thread is in (None:
+    no limit, as in the runner threads)."""
+    deadline = getattr(_local, "deadline", None)
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _sessions() -> List[Session]:

@@ -19,10 +19,14 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, List, Optional, Sequence
 
+import numpy as np
+
 from queuepipe import batching, producers, queues, readers, runner
 from queuepipe.compat.v1.graph import (
-    Operation, Tensor, compile_fetches, evaluate, get_default_graph,
+    Operation, Tensor, as_node, compile_fetches, evaluate, get_default_graph, run_timeout,
 )
+from queuepipe.compat.v1.shapes import TensorShape
+from queuepipe.errors import OutOfRangeError
 
 __all__ = [
     "FIFOQueue", "RandomShuffleQueue", "PaddingFIFOQueue", "PriorityQueue",
@@ -31,7 +35,7 @@ __all__ = [
     "string_input_producer", "range_input_producer", "input_producer", "slice_input_producer",
     "batch", "shuffle_batch", "batch_join", "shuffle_batch_join", "maybe_batch",
     "maybe_shuffle_batch", "maybe_batch_join", "maybe_shuffle_batch_join", "QueueRunner",
-    "add_queue_runner", "start_queue_runners",
+    "add_queue_runner", "start_queue_runners", "limit_epochs", "match_filenames_once",
 ]
 
 
@@ -69,19 +73,24 @@ class _Queue:
                          name=name or f"{self.name}_EnqueueMany")
 
     def dequeue(self, name: Optional[str] = None) -> Any:
-        return _outputs(Tensor(self.queue.dequeue, name=name or f"{self.name}_Dequeue"),
-                        self.queue)
+        """One element per run; its wait bounded by the run's ``timeout_in_ms``."""
+        node = Tensor(lambda: self.queue.dequeue(timeout=run_timeout()),
+                      name=name or f"{self.name}_Dequeue")
+        return _outputs(node, self.queue, [])
 
     def dequeue_many(self, n: int, name: Optional[str] = None) -> Any:
-        return _outputs(Tensor(lambda: self.queue.dequeue_many(n),
-                               name=name or f"{self.name}_DequeueMany"), self.queue)
+        node = Tensor(lambda: self.queue.dequeue_many(n, timeout=run_timeout()),
+                      name=name or f"{self.name}_DequeueMany")
+        return _outputs(node, self.queue, [n])
 
     def dequeue_up_to(self, n: int, name: Optional[str] = None) -> Any:
-        return _outputs(Tensor(lambda: self.queue.dequeue_up_to(n),
-                               name=name or f"{self.name}_DequeueUpTo"), self.queue)
+        node = Tensor(lambda: self.queue.dequeue_up_to(n, timeout=run_timeout()),
+                      name=name or f"{self.name}_DequeueUpTo")
+        return _outputs(node, self.queue, [None])
 
     def size(self, name: Optional[str] = None) -> Tensor:
-        return Tensor(self.queue.size, name=name or f"{self.name}_Size")
+        return Tensor(self.queue.size, name=name or f"{self.name}_Size", shape=[],
+                      dtype=np.int32)
 
     def close(self, cancel_pending_enqueues: bool = False,
               name: Optional[str] = None) -> Operation:
@@ -89,21 +98,39 @@ class _Queue:
                          name=name or f"{self.name}_Close")
 
     def is_closed(self, name: Optional[str] = None) -> Tensor:
-        return Tensor(self.queue.is_closed, name=name or f"{self.name}_IsClosed")
+        return Tensor(self.queue.is_closed, name=name or f"{self.name}_IsClosed", shape=[],
+                      dtype=np.bool_)
 
 
-def _outputs(node: Tensor, queue: Any) -> Any:
+def _outputs(node: Tensor, queue: Any, batch: List[Optional[int]]) -> Any:
     """A dequeue's result as TF1 gives it: one Tensor for one component, else a list (a dict
-    for a queue with names) of Tensors."""
+    for a queue with names) of Tensors, each with the queue's shape after ``batch``."""
+    dtypes = queue.dtypes
+    shapes = queue.shapes
+
+    def static(i: int) -> Any:
+        shape = None if shapes is None or shapes[i] is None else batch + list(shapes[i])
+        return {"shape": shape, "dtype": None if dtypes is None else dtypes[i]}
+
     if queue.names is not None:
-        return {key: node[key] for key in queue.names}
-    count = len(queue.dtypes) if queue.dtypes is not None else 1
-    return node if count == 1 else [node[i] for i in range(count)]
+        return {key: node.output(key, **static(i)) for i, key in enumerate(queue.names)}
+    count = len(dtypes) if dtypes is not None else 1
+    if count == 1:
+        info = static(0)
+        node._shape = None if info["shape"] is None else TensorShape(info["shape"])
+        node._dtype = info["dtype"]
+        return node
+    return [node.output(i, **static(i)) for i in range(count)]
+
+
+def _scoped(name: str) -> str:
+    """``name`` under the graph's name scope, unique (a queue's name, as TF's ops are)."""
+    return get_default_graph().unique_name(name)
 
 
 def FIFOQueue(capacity: int, dtypes: Any, shapes: Any = None, names: Any = None,  # noqa: N802
               shared_name: Optional[str] = None, name: str = "fifo_queue") -> _Queue:
-    return _Queue(queues.FIFOQueue(capacity, dtypes, shapes, names, name=name))
+    return _Queue(queues.FIFOQueue(capacity, dtypes, shapes, names, name=_scoped(name)))
 
 
 def RandomShuffleQueue(capacity: int, min_after_dequeue: int, dtypes: Any,  # noqa: N802
@@ -111,18 +138,18 @@ def RandomShuffleQueue(capacity: int, min_after_dequeue: int, dtypes: Any,  # no
                        shared_name: Optional[str] = None,
                        name: str = "random_shuffle_queue") -> _Queue:
     return _Queue(queues.RandomShuffleQueue(capacity, min_after_dequeue, dtypes, shapes, names,
-                                            seed=seed, name=name))
+                                            seed=seed, name=_scoped(name)))
 
 
 def PaddingFIFOQueue(capacity: int, dtypes: Any, shapes: Any, names: Any = None,  # noqa: N802
                      shared_name: Optional[str] = None,
                      name: str = "padding_fifo_queue") -> _Queue:
-    return _Queue(queues.PaddingFIFOQueue(capacity, dtypes, shapes, names, name=name))
+    return _Queue(queues.PaddingFIFOQueue(capacity, dtypes, shapes, names, name=_scoped(name)))
 
 
 def PriorityQueue(capacity: int, types: Any, shapes: Any = None, names: Any = None,  # noqa: N802
                   shared_name: Optional[str] = None, name: str = "priority_queue") -> _Queue:
-    return _Queue(queues.PriorityQueue(capacity, types, shapes, names, name=name))
+    return _Queue(queues.PriorityQueue(capacity, types, shapes, names, name=_scoped(name)))
 
 
 def _native_queue(queue: Any) -> Any:
@@ -145,14 +172,14 @@ class _Reader:
         """``(key, value)``: one record per evaluation (both from the same record)."""
         native = _native_queue(queue)
         pair = Tensor(lambda: self.reader.read(native), name=name or "ReaderReadV2")
-        return [pair[0], pair[1]]
+        return [pair.output(i, shape=[], dtype=np.dtype(object)) for i in (0, 1)]
 
     def read_up_to(self, queue: Any, num_records: int,
                    name: Optional[str] = None) -> List[Tensor]:
         native = _native_queue(queue)
         pair = Tensor(lambda: self.reader.read_up_to(native, num_records),
                       name=name or "ReaderReadUpToV2")
-        return [pair[0], pair[1]]
+        return [pair.output(i, shape=[None], dtype=np.dtype(object)) for i in (0, 1)]
 
     def num_records_produced(self, name: Optional[str] = None) -> Tensor:
         return Tensor(self.reader.num_records_produced, name=name or "ReaderNumRecordsProduced")
@@ -178,10 +205,43 @@ IdentityReader = _reader_class("IdentityReader", readers.IdentityReader)
 
 
 def _constant(value: Any) -> Any:
-    """A build-time input: producers take values, not per-element Tensors."""
+    """A build-time input: producers take values, not per-element Tensors (the files of
+    ``match_filenames_once``, a callable, are listed when the producer first runs)."""
+    if isinstance(value, _MatchedFiles):
+        return value.native
     if isinstance(value, Tensor):
         return evaluate(value)
     return value
+
+
+def _static_dtype(value: Any) -> Any:
+    return None if callable(value) else np.asarray(value).dtype
+
+
+class _MatchedFiles(Tensor):
+    """``match_filenames_once``: the files matching the pattern, listed once (at its first
+    evaluation, or when a producer given it first runs)."""
+
+    def __init__(self, native: Callable[[], Any], name: str):
+        super().__init__(native, name=name, shape=[None], dtype=np.dtype(object))
+        self.native = native
+
+
+def match_filenames_once(pattern: Any, name: Optional[str] = None) -> Tensor:
+    """TF1's ``tf.train.match_filenames_once``: a Tensor ``sess.run`` evaluates to the sorted
+    matching names (an object array of bytes), the same on every run."""
+    return _MatchedFiles(producers.match_filenames_once(_constant(pattern)),
+                         name=name or "matching_filenames")
+
+
+def limit_epochs(tensor: Any, num_epochs: Optional[int] = None,
+                 name: Optional[str] = None) -> Tensor:
+    """TF1's ``tf.train.limit_epochs``: ``tensor``'s value, ``num_epochs`` runs, then
+    ``OutOfRangeError`` (which ends a QueueRunner enqueuing it, closing its queue)."""
+    node = tensor if isinstance(tensor, Tensor) else as_node(tensor)
+    count = producers.limit_epochs(None, num_epochs)  # counts the runs, raises at the limit
+    return Tensor(lambda value: (count(), value)[1], [node], name=name or "limit_epochs",
+                  shape=node._shape, dtype=node._dtype)
 
 
 def string_input_producer(string_tensor: Any, num_epochs: Optional[int] = None,
@@ -207,9 +267,29 @@ def input_producer(input_tensor: Any, element_shape: Any = None,
                    seed: Optional[int] = None, capacity: int = 32, shared_name: Any = None,
                    summary_name: Any = None, name: Optional[str] = None,
                    cancel_op: Any = None) -> _Queue:
+    values = _constant(input_tensor)
+    if not callable(values) and np.ndim(values) >= 1 and len(values) == 0:
+        return _empty_producer(values, num_epochs, capacity, name or "input_producer")
     return _Queue(producers.input_producer(
-        _constant(input_tensor), element_shape, num_epochs=num_epochs, shuffle=shuffle,
-        seed=seed, capacity=capacity, name=name))
+        values, element_shape, num_epochs=num_epochs, shuffle=shuffle, seed=seed,
+        capacity=capacity, name=name))
+
+
+def _empty_producer(values: Any, num_epochs: Optional[int], capacity: int,
+                    name: str) -> _Queue:
+    """TF's producer over no rows: a queue that gets no element and is closed when its runner
+    first runs, so that a dequeue raises ``OutOfRangeError`` (with ``num_epochs=None`` TF's
+    runner spins forever enqueuing nothing: here the queue is closed all the same)."""
+    del num_epochs
+    array = np.asarray(values, dtype=object if np.asarray(values).dtype.kind in "SUO" else None)
+    queue = queues.FIFOQueue(capacity, [array.dtype], shapes=[array.shape[1:]],
+                             name=_scoped(f"{name}/fifo_queue"))
+
+    def nothing_left() -> None:
+        raise OutOfRangeError(f"{name}: the input has no rows")
+
+    get_default_graph().pipeline.add_queue_runner(runner.QueueRunner(queue, [nothing_left]))
+    return _Queue(queue)
 
 
 def slice_input_producer(tensor_list: Sequence[Any], num_epochs: Optional[int] = None,
@@ -217,11 +297,13 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: Optional[int] =
                          shared_name: Optional[str] = None,
                          name: Optional[str] = None) -> List[Tensor]:
     """One Tensor per input tensor; each evaluation takes the next slice of all of them."""
-    take = producers.slice_input_producer([_constant(t) for t in tensor_list],
+    values = [_constant(t) for t in tensor_list]
+    take = producers.slice_input_producer(values,
                                           num_epochs=num_epochs, shuffle=shuffle, seed=seed,
                                           capacity=capacity, name=name)
     row = Tensor(take, name=name or "input_producer")
-    return [row[i] for i in range(len(tensor_list))]
+    return [row.output(i, shape=np.shape(value)[1:], dtype=_static_dtype(value))
+            for i, value in enumerate(values)]
 
 
 # -- batching ----------------------------------------------------------------------------------
@@ -231,7 +313,8 @@ def _batches(native: Callable[..., Any], tensors_list: Sequence[Any], keep_input
              joined: bool, **kwargs: Any) -> Any:
     """The native batching call on producers that evaluate each per-element graph once per
     element (``keep_input``, a Tensor, in the same evaluation), and its output as Tensors of
-    the first structure, one dequeue per run."""
+    the first structure, one dequeue per run. The components' static shapes are checked and
+    given to the queue, as TF does when the graph is built."""
     keeps = threading.local()  # the keep value of the element a thread just produced
 
     def producer(tensors: Any) -> Callable[[], Any]:
@@ -247,18 +330,74 @@ def _batches(native: Callable[..., Any], tensors_list: Sequence[Any], keep_input
             return lambda: tuple(values_of())
         return values_of
 
+    like = tensors_list[0]
+    given = kwargs["shapes"]
+    shapes = _static_shapes(like, kwargs["enqueue_many"], kwargs.get("dynamic_pad", False),
+                            given)
+    if shapes is not None:
+        kwargs["shapes"] = [shapes[key] for key in sorted(shapes)] \
+            if isinstance(like, dict) else shapes
+    elif isinstance(given, (list, tuple)) and isinstance(like, dict):
+        shapes = dict(zip(sorted(like), given))
+    else:
+        shapes = given
     producers_ = [producer(t) for t in tensors_list]
     if keep_input is not None:
         kwargs["keep_input"] = (lambda element: keeps.value) \
             if isinstance(keep_input, Tensor) else keep_input
+    kwargs["name"] = _scoped(kwargs["name"] or native.__name__)
     batches = native(producers_ if joined else producers_[0], **kwargs)
-    like = tensors_list[0]
-    node = Tensor(batches.dequeue, name=batches.queue.name)
+    node = Tensor(lambda: batches.dequeue(timeout=run_timeout()),
+                  output_of=f"{kwargs['name']}:0")
+    rows = None if kwargs.get("allow_smaller_final_batch") else kwargs["batch_size"]
+
+    def static(key: Any, component: Any) -> Any:
+        element = _element_shape(component, kwargs["enqueue_many"]) if shapes is None \
+            else TensorShape(shapes[key])
+        shape = None if element is None or element.ndims is None \
+            else TensorShape([rows]).concatenate(element)
+        return {"shape": shape, "dtype": as_node(component)._dtype}
+
     if isinstance(like, dict):
-        return {key: node[key] for key in like}
+        return {key: node.output(key, **static(key, like[key])) for key in like}
     if isinstance(like, (list, tuple)):  # TF: a list of one element gives a tensor, not a list
-        return [node[i] for i in range(len(like))] if len(like) > 1 else node[0]
+        outputs = [node.output(i, **static(i, t)) for i, t in enumerate(like)]
+        return outputs if len(outputs) > 1 else outputs[0]
+    info = static(0, like)
+    node._shape, node._dtype = info["shape"], info["dtype"]
     return node
+
+
+def _element_shape(component: Any, enqueue_many: bool) -> Optional[TensorShape]:
+    """The static shape of one element of ``component``, None where not inferred."""
+    shape = as_node(component)._shape
+    if shape is None or not enqueue_many:
+        return shape
+    return shape[1:]
+
+
+def _static_shapes(like: Any, enqueue_many: bool, dynamic_pad: bool, shapes: Any) -> Any:
+    """The components' static shapes (a list, or a dict by key), None unless every one is
+    inferred. Without ``dynamic_pad`` a shape not fully defined is refused, as TF refuses it
+    when the graph is built."""
+    if shapes is not None:
+        return None
+    items = list(like.items()) if isinstance(like, dict) \
+        else list(enumerate(like)) if isinstance(like, (list, tuple)) else [(0, like)]
+    found = {key: _element_shape(component, enqueue_many) for key, component in items}
+    if not dynamic_pad:
+        for key, component in items:
+            if found[key] is not None and found[key].ndims is None:
+                raise ValueError(f"Cannot infer Tensor's rank: {as_node(component)!r}")
+        if any(s is not None and not s.is_fully_defined() for s in found.values()):
+            listed = ", ".join(repr(s if s is not None else TensorShape(None))
+                               for s in found.values())
+            raise ValueError(f"All shapes must be fully defined: [{listed}]")
+    if any(s is None or s.ndims is None for s in found.values()):
+        return None
+    if isinstance(like, dict):
+        return {key: s.as_list() for key, s in found.items()}
+    return [s.as_list() for s in found.values()]
 
 
 def batch(tensors: Any, batch_size: int, num_threads: int = 1, capacity: int = 32,

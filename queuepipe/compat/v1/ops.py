@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import builtins
 import operator
+import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from queuepipe import dtypes as _dtypes
 from queuepipe import parsing
-from queuepipe.compat.v1.graph import Operation, Tensor, as_node
+from queuepipe.compat.v1.graph import Operation, Tensor, _Constant, as_node
+from queuepipe.compat.v1.shapes import TensorShape
+from queuepipe.errors import InvalidArgumentError
 from queuepipe.sparse import SparseValue
 
 __all__ = [
@@ -27,12 +30,60 @@ __all__ = [
     "parse_single_sequence_example", "sparse_tensor_to_dense", "identity", "shape", "size",
     "constant", "convert_to_tensor", "add", "subtract", "multiply", "divide", "maximum",
     "minimum", "abs", "sqrt", "square", "exp", "log", "equal", "not_equal", "greater", "less",
-    "group",
+    "group", "py_func", "numpy_function", "strided_slice",
 ]
 
 
-def _op(name: str, fn: Any, *inputs: Any) -> Tensor:
-    return Tensor(fn, inputs, name=name)
+def _op(name: str, fn: Any, *inputs: Any, shape: Any = None, dtype: Any = None) -> Tensor:
+    """A node computing ``fn`` of its inputs' values. Its static shape and dtype are
+    ``shape``/``dtype`` where given, else found by running ``fn`` on stand-ins (see
+    :func:`_probe`): ``fn`` must be a pure function of its inputs."""
+    nodes = [as_node(x) for x in inputs]
+    if shape is None or dtype is None:
+        found_shape, found_dtype = _probe(fn, nodes)
+        shape = found_shape if shape is None else shape
+        dtype = found_dtype if dtype is None else dtype
+    return Tensor(fn, nodes, name=name, shape=shape, dtype=dtype)
+
+
+_PROBE_ELEMENTS = 1 << 16  # stand-ins larger than this are not made: the shape stays unknown
+
+
+def _probe(fn: Any, nodes: Sequence[Tensor]) -> Any:
+    """The static shape and dtype of ``fn``'s result: ``fn`` run on stand-ins of each input
+    (a constant's value; ones of a Tensor's shape and dtype), twice with each unknown
+    dimension set to 2 and then 3, the dimensions that differ being unknown. ``(None, None)``
+    when an input's shape or dtype is not known, or ``fn`` refuses the stand-ins."""
+    results = []
+    for size in (2, 3):
+        args = []
+        for node in nodes:
+            if isinstance(node, _Constant):
+                if np.size(node._constant) > _PROBE_ELEMENTS:
+                    return None, None
+                args.append(node._constant)
+                continue
+            if node._shape is None or node._shape.ndims is None or node._dtype is None:
+                return None, None
+            dims = [size if d is None else d for d in node._shape.as_list()]
+            if int(np.prod(dims)) > _PROBE_ELEMENTS:
+                return None, None
+            args.append(np.full(dims, b"" if node._dtype == _dtypes.string else 1,
+                                dtype=node._dtype))
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = fn(*args)
+        except Exception:  # noqa: BLE001 - a stand-in it refuses: the shape stays unknown
+            return None, None
+        if isinstance(out, (SparseValue, tuple, list, dict)):
+            return None, None
+        results.append(np.asarray(out))
+    first, second = results
+    if first.ndim != second.ndim:
+        return TensorShape(None), first.dtype
+    dims = [a if a == b else None for a, b in zip(first.shape, second.shape)]
+    return TensorShape(dims), first.dtype
 
 
 def _dtype(dtype: Any) -> np.dtype:
@@ -49,7 +100,9 @@ def _cast(value: Any, dtype: np.dtype) -> Any:
 def cast(x: Any, dtype: Any, name: Optional[str] = None) -> Tensor:
     """``tf.cast``: float to int truncates toward zero, as in TF."""
     target = _dtype(dtype)
-    return _op(name or "Cast", lambda v: _cast(v, target), x)
+    node = as_node(x)
+    return _op(name or "Cast", lambda v: _cast(v, target), node, shape=node._shape,
+               dtype=target)
 
 
 def to_float(x: Any, name: Optional[str] = None) -> Tensor:
@@ -69,8 +122,18 @@ def to_int64(x: Any, name: Optional[str] = None) -> Tensor:
 
 
 def reshape(tensor: Any, shape: Any, name: Optional[str] = None) -> Tensor:
+    """``tf.reshape``: the static shape is ``shape`` where it is a constant (its ``-1`` known
+    when the input's size is)."""
+    node = as_node(tensor)
+    static = None
+    if isinstance(as_node(shape), _Constant):
+        dims = [int(d) for d in np.asarray(shape).reshape(-1).tolist()]
+        known = node._shape.num_elements() if node._shape is not None else None
+        rest = int(np.prod([d for d in dims if d != -1]))
+        static = [(known // rest if known is not None and rest else None) if d == -1 else d
+                  for d in dims]
     return _op(name or "Reshape", lambda v, s: np.reshape(v, tuple(np.asarray(s).tolist())),
-               tensor, shape)
+               node, shape, shape=static, dtype=node._dtype)
 
 
 def _list_op(name: str, fn: Any, values: Sequence[Any]) -> Tensor:
@@ -109,6 +172,38 @@ def slice(input_: Any, begin: Any, size: Any, name: Optional[str] = None) -> Ten
     return _op(name or "Slice", take, input_, begin, size)
 
 
+def strided_slice(input_: Any, begin: Sequence[int], end: Sequence[int],
+                  strides: Optional[Sequence[int]] = None, begin_mask: int = 0,
+                  end_mask: int = 0, ellipsis_mask: int = 0, new_axis_mask: int = 0,
+                  shrink_axis_mask: int = 0, var: Any = None,
+                  name: Optional[str] = None) -> Tensor:
+    """``tf.strided_slice`` with constant bounds; bit ``i`` of ``begin_mask``/``end_mask``
+    leaves dimension ``i``'s bound open, of ``shrink_axis_mask`` takes index ``begin[i]``."""
+    if ellipsis_mask or new_axis_mask:
+        raise NotImplementedError("tf.strided_slice: ellipsis_mask and new_axis_mask are not "
+                                  "provided by queuepipe.compat.v1; index with tensor[...] "
+                                  "and tf.expand_dims")
+    steps = list(strides) if strides is not None else [1] * len(begin)
+    index: List[Any] = []
+    for i, (b, e, step) in enumerate(zip(begin, end, steps)):
+        if shrink_axis_mask >> i & 1:
+            index.append(int(b))
+            continue
+        index.append(builtins.slice(None if begin_mask >> i & 1 else int(b),
+                                    None if end_mask >> i & 1 else int(e), int(step)))
+    key = tuple(index)
+    return _op(name or "StridedSlice", lambda v: np.asarray(v)[key], input_)
+
+
+def _getitem(self: Tensor, key: Any) -> Tensor:
+    """``tensor[key]``: NumPy's indexing of the value (TF's strided slice); an index that is
+    a Tensor is read in the same run."""
+    if isinstance(key, Tensor):
+        return _op("strided_slice", lambda v, k: np.asarray(v)[k], self, key)
+    return _op("strided_slice", lambda v: np.asarray(v)[key] if not isinstance(v, (
+        tuple, list, dict)) else v[key], self)
+
+
 def gather(params: Any, indices: Any, axis: int = 0, name: Optional[str] = None) -> Tensor:
     return _op(name or "GatherV2", lambda p, i: np.take(p, i, axis=axis), params, indices)
 
@@ -132,10 +227,29 @@ def _reduce(name: str, fn: Any) -> Any:
                name: Optional[str] = None, keep_dims: Optional[bool] = None) -> Tensor:
         keep = keepdims if keep_dims is None else keep_dims
         ax = None if axis is None else tuple(np.atleast_1d(axis).tolist())
-        return _op(name or reduce.__name__, lambda v: fn(np.asarray(v), axis=ax, keepdims=keep),
-                   input_tensor)
+        node = as_node(input_tensor)
+        if node._dtype == _dtypes.bool and fn is not np.max and fn is not np.min:
+            raise TypeError(f"Value passed to parameter 'input' of {reduce.__name__} has "
+                            "DataType bool, which it does not reduce (cast it first)")
+        return _op(name or reduce.__name__, lambda v: _keep_dtype(fn, v, ax, keep), node)
     reduce.__name__ = name
     return reduce
+
+
+def _keep_dtype(fn: Any, value: Any, axis: Any, keepdims: bool) -> Any:
+    """A reduction in the input's dtype, as TF computes it: integer sums wrap, an integer
+    mean is the sum divided by the count, truncated toward zero."""
+    value = np.asarray(value)
+    if fn is np.mean and value.dtype.kind in "iu":
+        total = np.asarray(np.sum(value, axis=axis, keepdims=keepdims, dtype=value.dtype))
+        count = max(value.size // total.size, 1) if total.size else 1
+        wide = total.astype(np.int64)
+        out = (np.abs(wide) // count * np.sign(wide)).astype(value.dtype)
+    elif fn in (np.sum, np.mean, np.prod):
+        out = np.asarray(fn(value, axis=axis, keepdims=keepdims, dtype=value.dtype))
+    else:
+        out = np.asarray(fn(value, axis=axis, keepdims=keepdims))
+    return out[()] if out.ndim == 0 else out
 
 
 reduce_sum = _reduce("Sum", np.sum)
@@ -173,54 +287,134 @@ def string_to_number(string_tensor: Any, out_type: Any = _dtypes.float32,
 
 def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
                name: Optional[str] = None) -> Tensor:
+    """``tf.decode_raw``: the input's shape and one more dimension, unknown until run."""
+    node = as_node(input_bytes)
+    shape = node._shape.concatenate([None]) if node._shape is not None else None
     return _op(name or "DecodeRaw",
                lambda v: parsing.decode_raw(v, out_type, little_endian=little_endian),
-               input_bytes)
+               node, shape=shape, dtype=out_type)
 
 
 def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",",
                use_quote_delim: bool = True, name: Optional[str] = None, na_value: str = "",
                select_cols: Optional[Sequence[int]] = None) -> List[Tensor]:
     """``tf.decode_csv``: one Tensor per column, from one parse of the record."""
-    columns = _op(name or "DecodeCSV", lambda v: parsing.decode_csv(
+    node = as_node(records)
+    columns = Tensor(lambda v: parsing.decode_csv(
         v, record_defaults, field_delim=field_delim, use_quote_delim=use_quote_delim,
-        na_value=na_value, select_cols=select_cols), records)
+        na_value=na_value, select_cols=select_cols), [node], name=name or "DecodeCSV")
     count = len(select_cols) if select_cols is not None else len(record_defaults)
-    return [columns[i] for i in range(count)]
+    return [columns.output(i, shape=node._shape, dtype=_default_dtype(record_defaults[i]))
+            for i in range(count)]
 
 
-def _outputs(parsed: Tensor, keys: Sequence[str]) -> Dict[str, Tensor]:
-    return {key: parsed[key] for key in keys}
+def _default_dtype(default: Any) -> Any:
+    if isinstance(default, (np.dtype, type)):
+        return default
+    values = np.asarray(default)
+    if values.size == 0 or values.dtype.kind in "SUO":
+        return None if values.size == 0 else _dtypes.string
+    return {"i": _dtypes.int32, "f": _dtypes.float32}.get(values.dtype.kind, values.dtype)
+
+
+def _feature_outputs(parsed: Tensor, features: Mapping[str, Any],
+                     batch: Sequence[Optional[int]]) -> Dict[str, Tensor]:
+    """One Tensor per feature, with the spec's shape (after ``batch``'s dimensions) and
+    dtype; a VarLenFeature's SparseValue has no static shape here."""
+    out = {}
+    for key, spec in features.items():
+        shape = None
+        if isinstance(spec, parsing.FixedLenFeature):
+            shape = list(batch) + list(np.atleast_1d(spec.shape).tolist()
+                                       if np.ndim(spec.shape) else [spec.shape]
+                                       if not isinstance(spec.shape, (list, tuple))
+                                       else spec.shape)
+        elif isinstance(spec, parsing.FixedLenSequenceFeature):
+            shape = list(batch) + [None] + list(spec.shape)
+        out[key] = parsed.output(key, shape=shape, dtype=spec.dtype)
+    return out
 
 
 def parse_single_example(serialized: Any, features: Mapping[str, Any],
                          name: Optional[str] = None,
                          example_names: Any = None) -> Dict[str, Tensor]:
-    parsed = _op(name or "ParseSingleExample",
-                 lambda v: parsing.parse_single_example(v, features), serialized)
-    return _outputs(parsed, list(features))
+    parsed = Tensor(lambda v: parsing.parse_single_example(v, features), [serialized],
+                    name=name or "ParseSingleExample")
+    return _feature_outputs(parsed, features, [])
 
 
 def parse_example(serialized: Any, features: Mapping[str, Any], name: Optional[str] = None,
                   example_names: Any = None) -> Dict[str, Tensor]:
-    parsed = _op(name or "ParseExample", lambda v: parsing.parse_example(v, features),
-                 serialized)
-    return _outputs(parsed, list(features))
+    node = as_node(serialized)
+    rows = node._shape.as_list() if node._shape is not None and node._shape.ndims else [None]
+    parsed = Tensor(lambda v: parsing.parse_example(v, features), [node],
+                    name=name or "ParseExample")
+    return _feature_outputs(parsed, features, rows[:1])
 
 
 def parse_single_sequence_example(serialized: Any, context_features: Any = None,
                                   sequence_features: Any = None, example_name: Any = None,
                                   name: Optional[str] = None) -> Any:
-    parsed = _op(name or "ParseSingleSequenceExample",
-                 lambda v: parsing.parse_single_sequence_example(
-                     v, context_features, sequence_features), serialized)
-    return (_outputs(parsed[0], list(context_features or {})),
-            _outputs(parsed[1], list(sequence_features or {})))
+    parsed = Tensor(lambda v: parsing.parse_single_sequence_example(
+        v, context_features, sequence_features), [serialized],
+        name=name or "ParseSingleSequenceExample")
+    return (_feature_outputs(parsed.output(0), context_features or {}, []),
+            _feature_outputs(parsed.output(1), sequence_features or {}, []))
 
 
 def sparse_tensor_to_dense(sp_input: Any, default_value: Any = 0,
                            validate_indices: bool = True, name: Optional[str] = None) -> Tensor:
-    return _op(name or "SparseToDense", lambda v: v.to_dense(default_value), sp_input)
+    """``tf.sparse.to_dense``: the dense value of a SparseValue (its dtype, its dense shape)."""
+    node = as_node(sp_input)
+    return Tensor(lambda v: v.to_dense(default_value), [node], name=name or "SparseToDense",
+                  dtype=node._dtype)
+
+
+def py_func(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,  # noqa: N803 - TF's name
+            stateful: bool = True, name: Optional[str] = None) -> Any:
+    """``tf.py_func`` / ``tf.numpy_function``: ``func`` called with the inputs' NumPy values
+    where the graph is evaluated (in the runner threads, for a batched element). Its results
+    are converted to ``Tout`` (a list of dtypes gives a list of Tensors); an exception it
+    raises, or a result of another dtype than ``Tout`` asks, reaches ``sess.run`` as an
+    ``InvalidArgumentError`` chained to the cause, as TF reports it. Shapes are unknown."""
+    many = isinstance(Tout, (list, tuple))
+    types = [_dtype(t) for t in (Tout if many else [Tout])]
+    label = name or "PyFunc"
+
+    def call(*values: Any) -> Any:
+        try:
+            result = func(*values)
+        except Exception as e:  # noqa: BLE001 - carried to sess.run, as TF carries it
+            raise InvalidArgumentError(f"{label}: {type(e).__name__}: {e}") from e
+        results = list(result) if many else [result]
+        if len(results) != len(types):
+            raise InvalidArgumentError(f"{label}: the function returned {len(results)} values, "
+                                       f"Tout names {len(types)}")
+        return [_py_func_result(label, value, dtype) for value, dtype in zip(results, types)]
+
+    node = Tensor(call, list(inp), name=label)
+    outputs = [node.output(i, shape=TensorShape(None), dtype=t) for i, t in enumerate(types)]
+    return outputs if many else outputs[0]
+
+
+def _py_func_result(label: str, value: Any, dtype: np.dtype) -> Any:
+    """TF's conversion of a py_func result: bytes/str to string, a float to a narrower float;
+    an integer where another integer type is asked is an error, as in TF."""
+    if dtype == _dtypes.string:
+        out = np.asarray(value, dtype=object)
+        out = np.vectorize(lambda s: s.encode() if isinstance(s, str) else s,
+                           otypes=[object])(out) if out.size else out
+    else:
+        array = np.asarray(value)
+        if array.dtype != dtype and not (array.dtype.kind == "f" and dtype.kind == "f"):
+            raise InvalidArgumentError(
+                f"{label}: the function returned {array.dtype.name} where Tout asks "
+                f"{dtype.name}")
+        out = array.astype(dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+numpy_function = py_func
 
 
 def group(*inputs: Any, name: Optional[str] = None) -> Operation:
@@ -241,18 +435,44 @@ def size(input: Any, name: Optional[str] = None, out_type: Any = _dtypes.int32) 
 
 
 def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Const") -> Any:
-    """``tf.constant``: a NumPy array (a ``bytes`` scalar stays ``bytes``, as TF's string
-    scalars come out of ``sess.run``)."""
-    if isinstance(value, bytes) and dtype is None and shape is None:
-        return as_node(value)
-    out = np.asarray(value, dtype=None if dtype is None else _dtype(dtype))
+    """``tf.constant`` as TF makes it: Python ints int32 (int64 where they do not fit),
+    floats float32, strings an object array of ``bytes`` keeping every byte (a scalar stays
+    ``bytes``), as ``sess.run`` gives them in TF."""
+    out = _constant_array(value, None if dtype is None else _dtype(dtype))
     if shape is not None:
         out = np.broadcast_to(out, tuple(shape)).copy()
-    return as_node(out)
+    return as_node(out[()] if out.ndim == 0 and out.dtype == _dtypes.string else out)
+
+
+def _constant_array(value: Any, dtype: Optional[np.dtype]) -> np.ndarray:
+    if isinstance(value, np.ndarray) and dtype is None:
+        return value.astype(object) if value.dtype.kind in "SU" else value
+    inferred = np.asarray(value, dtype=object if _has_strings(value) else None)
+    if inferred.dtype == object or dtype == _dtypes.string:
+        flat = [v.encode() if isinstance(v, str) else v for v in inferred.reshape(-1).tolist()]
+        out = np.empty(len(flat), dtype=object)
+        out[:] = flat
+        return out.reshape(inferred.shape)
+    if dtype is not None:
+        return inferred.astype(dtype)
+    if inferred.dtype.kind == "i" and not isinstance(value, (np.ndarray, np.generic)):
+        fits = inferred.size == 0 or (inferred.min() >= -2**31 and inferred.max() < 2**31)
+        return inferred.astype(np.int32 if fits else np.int64)
+    if inferred.dtype == np.float64 and not isinstance(value, (np.ndarray, np.generic)):
+        return inferred.astype(np.float32)
+    return inferred
 
 
 def convert_to_tensor(value: Any, dtype: Any = None, name: Optional[str] = None) -> Any:
     return value if isinstance(value, Tensor) else constant(value, dtype)
+
+
+def _has_strings(value: Any) -> bool:
+    if isinstance(value, (bytes, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_has_strings(v) for v in value)
+    return False
 
 
 def _binary(name: str, fn: Any) -> Any:
@@ -298,6 +518,7 @@ def _install_operators() -> None:
                                               "invert": operator.invert}
     for method, one in unary.items():
         setattr(Tensor, f"__{method}__", lambda self, fn=one, m=method: _op(m, fn, self))
+    Tensor.__getitem__ = _getitem  # type: ignore[method-assign]
 
 
 _install_operators()
