@@ -379,7 +379,9 @@ class Components:
                   f"    if {' and '.join(checks)}:\n"
                   f"        return [{values}]\n"
                   f"    return None\n")
-        exec(source, namespace)  # noqa: S102 - source made above from indices only
+        # Names, values and dtypes go into ``namespace``; the source holds only indices and
+        # literal code, so nothing from data (a key, a value, a file) can enter it.
+        exec(source, namespace)  # noqa: S102 - indices only: nothing from data enters it
         return namespace["accept"]
 
     def dense_shape(self, i: int) -> Optional[Tuple[int, ...]]:

@@ -40,8 +40,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
 
-from queuepipe import __version__
+from queuepipe import __version__, dtypes
+from queuepipe._spec_files import spec_code
 from queuepipe.errors import DataLossError, InvalidArgumentError, NotFoundError
+from queuepipe.parsing import FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
 from queuepipe.protos import Example, SequenceExample
 from queuepipe.records import FRAME_BYTES, HEADER_BYTES, RecordScanner, masked_crc32c, open_file
 
@@ -51,6 +53,7 @@ PROG = "queuepipe"
 _COMPRESSIONS = {"auto": None, "none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 _SCAN_BATCH = 4096  # records taken from a scanner per progress-bar update
 _BENCH_SAMPLE = 1000  # records bench FILE... infers the features from, without --features
+_FEATURES_FILE_LIMIT = 1 << 20  # bytes: a features file is a few lines per feature
 
 
 class UsageError(Exception):
@@ -280,7 +283,7 @@ def _cmd_verify(args) -> int:
 # ---------------------------------------------------------------------------------------------
 # schema
 
-_DTYPES = {"bytes_list": "qp.string", "int64_list": "qp.int64", "float_list": "qp.float32"}
+_DTYPES = {"bytes_list": dtypes.string, "int64_list": dtypes.int64, "float_list": dtypes.float32}
 
 
 class _FeatureStats:
@@ -297,24 +300,24 @@ class _FeatureStats:
             self.kinds[kind] += 1
         self.counts.add(len(getattr(feature, kind).value) if kind else 0)
 
-    def spec(self, key: str, records: int, sequence: bool) -> str:
-        """The line of Python that declares ``key``, or a comment saying why it is left out."""
+    def spec(self, records: int, sequence: bool):
+        """The key's spec, or a string saying why it is left out."""
         if len(self.kinds) > 1:
-            return f"# {key!r} left out: its records disagree on the type {dict(self.kinds)}"
+            return f"its records disagree on the type {dict(self.kinds)}"
         # A key seen only with empty features parses as any dtype.
-        dtype = _DTYPES[next(iter(self.kinds))] if self.kinds else "qp.string"
+        dtype = _DTYPES[next(iter(self.kinds))] if self.kinds else dtypes.string
         if len(self.counts) != 1 or (not sequence and self.present < records):
-            return f"{_py_str(key)}: qp.io.VarLenFeature({dtype}),"
+            return VarLenFeature(dtype)
         count = next(iter(self.counts))
-        shape = "[]" if count == 1 else f"[{count}]"
+        shape = [] if count == 1 else [count]
         if not sequence:
-            return f"{_py_str(key)}: qp.io.FixedLenFeature({shape}, {dtype}),"
-        missing = ", allow_missing=True" if self.present < records else ""
-        return f"{_py_str(key)}: qp.io.FixedLenSequenceFeature({shape}, {dtype}{missing}),"
+            return FixedLenFeature(shape, dtype)
+        return FixedLenSequenceFeature(shape, dtype, allow_missing=self.present < records)
 
 
-def _specs(stats: Dict[str, _FeatureStats], records: int, sequence: bool = False) -> List[str]:
-    return [stats[key].spec(key, records, sequence) for key in sorted(stats)]
+def _specs(stats: Dict[str, _FeatureStats], records: int, sequence: bool = False) -> Dict:
+    """Each key's spec, or why it is left out (a string), in key order."""
+    return {key: stats[key].spec(records, sequence) for key in sorted(stats)}
 
 
 def _collect(features, stats: Dict[str, _FeatureStats]) -> None:
@@ -334,9 +337,48 @@ def _py_str(key: str) -> str:
     return literal
 
 
-def _dict_code(name: str, lines: List[str]) -> str:
+def _dict_code(name: str, specs: Dict[str, Any]) -> str:
+    lines = [f"# {key!r} left out: {spec}" if isinstance(spec, str) else
+             f"{_py_str(key)}: {spec_code(spec)}," for key, spec in specs.items()]
     body = "".join(f"    {line}\n" for line in lines)
     return f"{name} = {{\n{body}}}\n"
+
+
+def _comment_text(text: str) -> str:
+    """``text`` escaped to stay on one comment line: no line break or control character."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
+def _infer_specs(records: Sequence[bytes], source: str) -> Tuple[str, Dict[str, Dict]]:
+    """``(kind, specs)``: the kind of the records ("Example" or "SequenceExample") and, by
+    variable name, each key's spec or why it is left out (see :func:`infer_schema`)."""
+    if not records:
+        raise InvalidArgumentError(f"cannot infer a schema: {source} holds no records")
+    kind, _ = _decode(records[0])
+    if kind == "raw bytes":
+        raise InvalidArgumentError(f"cannot infer a schema: the first record of {source} is "
+                                   "not an Example or SequenceExample")
+    context: Dict[str, _FeatureStats] = {}
+    sequence: Dict[str, _FeatureStats] = {}
+    for data in records:
+        if kind == "Example":
+            _collect(Example.FromString(data).features, context)
+            continue
+        message = SequenceExample.FromString(data)
+        _collect(message.context, context)
+        lists = message.feature_lists.feature_list
+        for key in lists:
+            if not isinstance(key, str):  # not UTF-8, as above
+                continue
+            s = sequence.setdefault(key, _FeatureStats())
+            s.present += 1
+            for step in lists[key].feature:
+                s.add(step)
+    if kind == "Example":
+        return kind, {"features": _specs(context, len(records))}
+    return kind, {"context_features": _specs(context, len(records)),
+                  "sequence_features": _specs(sequence, len(records), True)}
 
 
 def infer_schema(records: Sequence[bytes], source: str = "the records") -> str:
@@ -361,34 +403,10 @@ def infer_schema(records: Sequence[bytes], source: str = "the records") -> str:
       InvalidArgumentError: no records, or a record is neither an Example nor a
         SequenceExample.
     """
-    if not records:
-        raise InvalidArgumentError(f"cannot infer a schema: {source} holds no records")
-    kind, _ = _decode(records[0])
-    if kind == "raw bytes":
-        raise InvalidArgumentError(f"cannot infer a schema: the first record of {source} is "
-                                   "not an Example or SequenceExample")
-    context: Dict[str, _FeatureStats] = {}
-    sequence: Dict[str, _FeatureStats] = {}
-    for data in records:
-        if kind == "Example":
-            _collect(Example.FromString(data).features, context)
-            continue
-        message = SequenceExample.FromString(data)
-        _collect(message.context, context)
-        lists = message.feature_lists.feature_list
-        for key in lists:
-            if not isinstance(key, str):  # not UTF-8, as above
-                continue
-            s = sequence.setdefault(key, _FeatureStats())
-            s.present += 1
-            for step in lists[key].feature:
-                s.add(step)
+    kind, specs = _infer_specs(records, source)
     head = (f"# Feature specs inferred by `queuepipe schema` from {len(records)} "
-            f"{kind}s of {source}.\nimport queuepipe as qp\n\n")
-    if kind == "Example":
-        return head + _dict_code("features", _specs(context, len(records)))
-    return (head + _dict_code("context_features", _specs(context, len(records)))
-            + "\n" + _dict_code("sequence_features", _specs(sequence, len(records), True)))
+            f"{kind}s of {_comment_text(source)}.\nimport queuepipe as qp\n\n")
+    return head + "\n".join(_dict_code(name, found) for name, found in specs.items())
 
 
 def _cmd_schema(args) -> int:
@@ -501,6 +519,28 @@ def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any]) 
     return seen, time.perf_counter() - start, monitor
 
 
+def _features_from_file(path: str) -> Dict[str, Any]:
+    """The ``features`` dict of a features file, read as data (JSON or ``queuepipe schema``'s
+    output), never executed: it may come with the dataset."""
+    from queuepipe._spec_files import SpecFileError, read_specs
+
+    with open(path, "rb") as f:
+        raw = f.read(_FEATURES_FILE_LIMIT + 1)
+    if len(raw) > _FEATURES_FILE_LIMIT:
+        raise UsageError(f"'{path}' is over {_FEATURES_FILE_LIMIT} bytes: not a features file "
+                         "(a file name taken as --features? put '--' before file names)")
+    try:
+        defined = read_specs(raw.decode("utf-8"), f"'{path}'")
+    except (UnicodeDecodeError, SpecFileError) as e:
+        why = "not UTF-8 text" if isinstance(e, UnicodeDecodeError) else str(e)
+        raise UsageError(f"--features {why} (a file name taken as an option? put '--' before "
+                         "file names: queuepipe bench -- FILE...)") from None
+    if "features" not in defined:
+        raise UsageError(f"'{path}' defines no dict 'features' (write one with queuepipe "
+                         f"schema FILE > {os.path.basename(path)})")
+    return defined["features"]
+
+
 def _bench_files(patterns: Sequence[str], features_file: Optional[str],
                  batch_size: int) -> None:
     """Reads the user's files once with ``read_batch_features`` and prints the rate; the
@@ -509,22 +549,16 @@ def _bench_files(patterns: Sequence[str], features_file: Optional[str],
 
     paths = [path for pattern in patterns for path in (glob(pattern) or [pattern])]
     if features_file is not None:
-        namespace: Dict[str, Any] = {}
-        with open(features_file, encoding="utf-8") as f:
-            exec(compile(f.read(), features_file, "exec"), namespace)  # noqa: S102 - the user's
-        if not isinstance(namespace.get("features"), dict):
-            raise UsageError(f"'{features_file}' defines no dict 'features' (write one with "
-                             f"queuepipe schema FILE > {features_file})")
-        features, source = namespace["features"], f"'{features_file}'"
+        features, source = _features_from_file(features_file), f"'{features_file}'"
     else:
         sample = [data for _, data in itertools.islice(
             _scan(_scanner(paths[0], "auto"), lambda n: None), _BENCH_SAMPLE)]
-        namespace = {}
-        exec(infer_schema(sample, f"'{paths[0]}'"), namespace)  # noqa: S102 - code we wrote
-        features = namespace.get("features")
-        if not isinstance(features, dict):
+        kind, specs = _infer_specs(sample, repr(paths[0]))
+        if kind != "Example":
             raise UsageError("bench reads Examples; give --features for other records")
-        source = f"inferred from {len(sample)} records of '{paths[0]}'"
+        features = {key: spec for key, spec in specs["features"].items()
+                    if not isinstance(spec, str)}  # a string says why a key is left out
+        source = f"inferred from {len(sample)} records of {paths[0]!r}"
     size = sum(_file_size(path) or 0 for path in paths)
     seen, secs, monitor = _read_once(paths, batch_size, features)
     print(f"features: {sorted(features)} ({source})")
@@ -599,7 +633,7 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``queuepipe`` command, one subparser per subcommand."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Look into, check, index and make TFRecord files.",
+        prog=PROG, allow_abbrev=False, description="Look into, check, index and make TFRecord files.",
         epilog="Exit status: 0 success, 1 bad data, 2 usage error (bad arguments, missing "
                "file). Run 'queuepipe SUBCOMMAND --help' for each subcommand.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -608,7 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name, func, help_text, description, tfrecords=None):
         """A subparser; ``tfrecords`` ("one"/"many") adds TFRecord inputs and --compression."""
-        p = sub.add_parser(name, help=help_text, description=description)
+        # No abbreviations: a file name such as '--feat=x.tfrecord' must not pass for an option.
+        p = sub.add_parser(name, help=help_text, description=description, allow_abbrev=False)
         p.set_defaults(func=func)
         if tfrecords == "one":
             p.add_argument("file", metavar="FILE")
@@ -685,8 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "Exit status 0 whatever the speed; 1 only when it cannot run or reads bad "
                 "data.")
     p.add_argument("--features", metavar="FILE",
-                   help="Python code defining 'features' (what queuepipe schema prints), for "
-                        "your own files; by default inferred from their first records")
+                   help="the features of your own files: what queuepipe schema prints, or "
+                        "JSON; read as data, never run (default: inferred from their first "
+                        "records)")
     p.add_argument("--builtin", action="store_true", help="run the built-in check")
     p.add_argument("--records", type=_positive_int, default=20000,
                    help="records for the built-in check (default 20000)")

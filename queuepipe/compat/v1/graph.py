@@ -259,7 +259,9 @@ def compile_fetches(fetches: Any) -> Callable[[], Any]:
         args = ", ".join(f"v{position[id(x)]}" for x in node._inputs)
         lines.append(f"    v{i} = f{i}({args})\n")
     source = "def run():\n" + "".join(lines) + f"    return {returned}\n"
-    exec(source, namespace)  # noqa: S102 - source made above from indices only
+    # Keys, types and step functions go into ``namespace`` under generated names; the source
+    # holds only those names and indices, so nothing from data (a key, a value) can enter it.
+    exec(source, namespace)  # noqa: S102 - indices only: nothing from data enters it
     return namespace["run"]
 
 
