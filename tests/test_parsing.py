@@ -564,9 +564,10 @@ def _batches(draw):
     return records, spec
 
 
-def _outcome(records, spec, fast):
+def _outcome(records, spec, fast, single=False):
     try:
-        return parsing._parse_batch(records, parsing._example_features(spec), None, fast=fast)
+        return parsing._parse_batch(records, parsing._example_features(spec), None, fast=fast,
+                                    single=single)
     except InvalidArgumentError as e:
         return str(e)
 
@@ -610,7 +611,8 @@ def test_make_example_values_come_back_from_parse_example(dicts):
 
 
 def _single_by_protobuf(record, spec):
-    batch = parsing._parse_batch([record], parsing._example_features(spec), None, fast=False)
+    batch = parsing._parse_batch([record], parsing._example_features(spec), None, fast=False,
+                                 single=True)
     return {key: parsing._unbatch(value) for key, value in batch.items()}
 
 
@@ -805,7 +807,7 @@ def test_the_ragged_walk_decodes_varints_of_every_size(monkeypatch, bits):
 def test_parse_single_example_equals_the_general_path_record_by_record(batch):
     records, spec = batch
     for record in records:
-        general = _outcome([record], spec, False)
+        general = _outcome([record], spec, False, single=True)
         try:
             single = qp.io.parse_single_example(record, spec)
         except InvalidArgumentError as e:

@@ -48,13 +48,13 @@ def _batch_names(example_names, batch):
     return names
 
 
-def _parse_batch(records, features, names, fast=True):
+def _parse_batch(records, features, names, fast=True, single=False):
     """Parses a list of serialized Examples with normalized ``features``."""
     sinks = [_sink(feature, len(records)) for feature in features]
     left = _parse_fast(records, features, sinks) if fast else range(len(records))
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
-                      features, sinks)
+                      features, sinks, single)
     return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
 
 
@@ -177,5 +177,5 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     if plain is not None:
         return plain
     names = None if example_names is None else [example_names]
-    batch = _parse_batch([serialized], parsed_features, names, fast=False)
+    batch = _parse_batch([serialized], parsed_features, names, fast=False, single=True)
     return {key: _unbatch(value) for key, value in batch.items()}
