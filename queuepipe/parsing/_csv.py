@@ -64,9 +64,12 @@ class _Column:
         if self.dtype not in _CSV_DTYPES:
             raise ValueError(f"record_defaults[{index}]: unsupported type {self.dtype} in "
                              f"{default!r}; use int32, int64, float32, float64 or string")
+        if values.ndim > 1:
+            raise InvalidArgumentError(f"Each record default should be at most rank 1: "
+                                       f"record_defaults[{index}] has shape {values.shape}")
         if values.size > 1:
-            raise ValueError(f"record_defaults[{index}] must hold one value or none, got "
-                             f"{default!r}")
+            raise InvalidArgumentError(f"There should only be 1 default per field but field "
+                                       f"{index} has {values.size}")
         self.default = self.convert(values.ravel()[0], None) if values.size else None
 
     def convert(self, value, where):
@@ -231,8 +234,9 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
         if any(b <= a for a, b in zip(select, select[1:])):
             raise ValueError(f"select_cols is not strictly increasing: {select}")
         if len(select) != len(columns):
-            raise ValueError(f"Length of select_cols ({len(select)}) and record_defaults "
-                             f"({len(columns)}) do not match")
+            raise ValueError(f"Length of select_cols and record_defaults do not match. "
+                             f"(select_cols has {len(select)} columns, record_defaults "
+                             f"{len(columns)})")
     scalar = isinstance(records, (str, bytes))
     array = np.asarray([records] if scalar else records, dtype=object)
     outputs = [np.empty(array.size, dtype=column.dtype) for column in columns]
@@ -247,10 +251,10 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
                                            f"{len(fields)} in record {index}")
             chosen = fields
         else:
-            if len(fields) <= select[-1]:
-                raise InvalidArgumentError(f"Expect at least {select[-1] + 1} fields (for "
-                                           f"select_cols) but have {len(fields)} in record "
-                                           f"{index}")
+            if len(fields) <= select[-1]:  # TF counts the selected columns found
+                found = sum(col < len(fields) for col in select)
+                raise InvalidArgumentError(f"Expect {len(select)} fields but have {found} in "
+                                           f"record {index}")
             chosen = [fields[col] for col in select]
         for column, field, out in zip(columns, chosen, outputs):
             number = column.index if select_cols is None else select[column.index]
