@@ -48,14 +48,15 @@ def _batch_names(example_names, batch):
     return names
 
 
-def _parse_batch(records, features, names, walker=_walkers.walk):
+def _parse_batch(records, features, names, walker=_walkers.walk, single=False):
     """Parses a list of serialized Examples with normalized ``features``: the ``walker``
-    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest."""
+    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest
+    (``single``: as ``parse_single_example`` words its errors)."""
     sinks = [_sink(feature, len(records)) for feature in features]
     left = walker(records, features, sinks) if walker else range(len(records))
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
-                      features, sinks)
+                      features, sinks, single)
     return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
 
 
@@ -179,5 +180,5 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     if plain is not None:
         return plain
     names = None if example_names is None else [example_names]
-    batch = _parse_batch([serialized], parsed_features, names, walker=None)
+    batch = _parse_batch([serialized], parsed_features, names, walker=None, single=True)
     return {key: _unbatch(value) for key, value in batch.items()}

@@ -8,11 +8,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
-from queuepipe.parsing._record import (_check_entries, _lazy_maps, _name_text, _protobuf,
-                                       _suspicious)
+from queuepipe.parsing._record import (_check_entries, _has_unknown_fields, _lazy_maps,
+                                       _name_text, _protobuf, _suspicious)
 from queuepipe.parsing._sinks import _RaggedOut, _sparse_1d
 from queuepipe.parsing._specs import (_SEQ, _VAR, FixedLenFeature, FixedLenSequenceFeature,
                                       VarLenFeature, _features)
+from queuepipe.protos import _wire
 
 
 def _shaped(values, shape):
@@ -20,18 +21,36 @@ def _shaped(values, shape):
     return values[0] if shape == () else values.reshape(shape)
 
 
-def _values(feature, entry, where):
+def _values(feature, entry, where, unlisted):
     """The values of the Feature ``entry`` as ``feature``'s array; TF's error, after
-    ``where``, when it holds another list."""
+    ``where``, when it holds another list, or when protobuf's reading shows a sign (no list,
+    or unknown fields) and ``unlisted()`` finds the Feature is one TF cannot type (see
+    :func:`queuepipe.protos._wire.unlisted`): TF reads a step's or a context feature's type
+    from its first byte."""
     kind = entry.WhichOneof("kind")
-    if kind is not None and kind != feature.list_name:
+    if (kind is not None and kind != feature.list_name) or (
+            (kind is None or _has_unknown_fields(entry)) and unlisted() is not None):
         raise InvalidArgumentError(f"{where}.  Data types don't match. Expected type: "
                                    f"{feature.tf_dtype}")
     return feature.values(getattr(entry, kind).value if kind else [])
 
 
-def _context(message, features, name):
-    """The context outputs of a SequenceExample, with TF's errors."""
+def _unlisted(data, key, steps):
+    """A function that returns :func:`queuepipe.protos._wire.unlisted` for ``key`` in the
+    SequenceExample ``data`` (its context, or with ``steps`` its feature list), walking the
+    record once however often it is asked."""
+    found = []
+
+    def ask():
+        if not found:
+            found.append(_wire.unlisted(data, key.encode("utf-8"), sequence=True, steps=steps))
+        return found[0]
+    return ask
+
+
+def _context(data, message, features, name):
+    """The context outputs of the SequenceExample ``data`` (read as ``message``), with TF's
+    errors."""
     fmap, out = message.context.feature, {}
     for feature in features:
         entry = fmap.get(feature.key)
@@ -45,7 +64,8 @@ def _context(message, features, name):
                     f"required but could not be found.")
             out[feature.key] = _shaped(feature.default, feature.shape)
             continue
-        values = _values(feature, entry, f"Name: {name}, Context feature: {feature.key}")
+        values = _values(feature, entry, f"Name: {name}, Context feature: {feature.key}",
+                         _unlisted(data, feature.key, steps=False))
         if feature.kind == _VAR:
             out[feature.key] = _sparse_1d(values)
         elif len(values) != feature.size:
@@ -57,8 +77,9 @@ def _context(message, features, name):
     return out
 
 
-def _sequence(message, features, specs, name):
-    """The feature-list outputs of a SequenceExample, with TF's errors."""
+def _sequence(data, message, features, specs, name):
+    """The feature-list outputs of the SequenceExample ``data`` (read as ``message``), with
+    TF's errors."""
     lists, out = message.feature_lists.feature_list, {}
     for feature, spec in zip(features, specs):
         entry = lists.get(feature.key)
@@ -68,10 +89,10 @@ def _sequence(message, features, specs, name):
                 f"Name: {name}, Feature list '{feature.key}' is required but could not be "
                 f"found.  Did you mean to include it in feature_list_dense_missing_assumed_"
                 f"empty or feature_list_dense_defaults? (set allow_missing=True)")
-        rows = []
+        rows, unlisted = [], _unlisted(data, feature.key, steps=True)
         for step, entry in enumerate(steps or ()):
             values = _values(feature, entry,
-                             f"Name: {name}, Feature list: {feature.key}, Index: {step}")
+                             f"Name: {name}, Feature list: {feature.key}, Index: {step}", unlisted)
             if feature.kind == _SEQ and len(values) != feature.size:
                 raise InvalidArgumentError(
                     f"Name: {name}, Key: {feature.key}, Index: {step}.  Number of values != "
@@ -127,18 +148,37 @@ def parse_single_sequence_example(
                          "sequence_features")
     label = _name_text(example_name)
     data = bytes(serialized)
+    lead = f"Invalid protocol message input, example id: {label}"  # TF's words
     try:
         message = _protobuf()[1].FromString(data)
     except _protobuf()[2] as e:  # read as TF reads it, its entries checked
-        context_map, lists = _lazy_maps(data, f"Name: {label}", e, [f.key for f in context],
-                                        [f.key for f in sequence])
+        context_map, lists = _lazy_maps(
+            data, lead, e, [f.key for f in context], [f.key for f in sequence],
+            check=lambda number, key: _check_unlisted(data, number, key, context, label))
         message = types.SimpleNamespace(context=types.SimpleNamespace(feature=context_map),
                                         feature_lists=types.SimpleNamespace(feature_list=lists))
     else:
         context_map, lists = message.context.feature, message.feature_lists.feature_list
-        if (any(f.key not in context_map for f in context)
-                or any(f.key not in lists for f in sequence)) \
+        # An entry TF rejects hides where a feature is absent or empty (an entry with no
+        # value reads as an empty Feature or FeatureList): look before defaults are given.
+        if (any(not context_map[f.key].WhichOneof("kind") if f.key in context_map else True
+                for f in context)
+                or any(not lists[f.key].feature if f.key in lists else True
+                       for f in sequence)) \
                 and _suspicious(message.context, message.feature_lists):
-            _check_entries(data, f"Name: {label}", sequence=True)  # before defaults are given
-    return (_context(message, context, label),
-            _sequence(message, sequence, list(sequence_specs.values()), label))
+            _check_entries(data, lead, sequence=True)
+    return (_context(data, message, context, label),
+            _sequence(data, message, sequence, list(sequence_specs.values()), label))
+
+
+def _check_unlisted(data, number, key, context, name):
+    """For a record protobuf cannot read: TF's error when the context feature ``key`` (map
+    ``number`` 1) holds a Feature TF cannot type, which protobuf might refuse with its own
+    words (a field numbered 0). Feature lists (map 2) are left to protobuf's reading of the
+    FeatureList: there TF's words depend on how the step is damaged."""
+    if number != 1:
+        return
+    if _wire.unlisted(data, key.encode("utf-8"), sequence=True) is not None:
+        dtype = next(f.tf_dtype for f in context if f.key == key)
+        raise InvalidArgumentError(f"Name: {name}, Context feature: {key}.  Data types don't "
+                                   f"match. Expected type: {dtype}")
