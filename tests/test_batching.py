@@ -500,10 +500,11 @@ def test_running_reraises_a_runner_exception_on_a_normal_exit():
     def produce():
         raise Boom("producer failed")
 
-    batch(produce, 2)
+    batches = batch(produce, 2)  # kept: a dropped Batches' runner does not run
     with pytest.raises(Boom, match=r"^producer failed$"):
         with running() as coord:
             assert coord.wait_for_stop(timeout=10)
+    assert batches.queue.is_closed()
 
 
 def test_running_never_hides_the_body_exception_behind_a_runner_exception():
@@ -1133,3 +1134,32 @@ def test_a_parse_fn_raising_what_looks_like_an_end_is_an_error_not_a_hang(shards
                                            rf"{type(error).__name__}"):
         for _ in batches:
             pass
+
+
+@pytest.mark.parametrize("started_by", ["batches", "running"])
+def test_batches_dropped_before_their_first_batch_do_not_drain_the_shared_producer(started_by):
+    records = rows(3000)  # a producer cell, run once
+    for _ in range(2):  # the batching cell, run twice: the first Batches is dropped unused
+        batches = batch(records, 10, capacity=50, allow_smaller_final_batch=True)
+        gc.collect()
+    if started_by == "running":
+        with running():
+            got = [int(i) for ids, _ in batches for i in ids]
+    else:
+        got = [int(i) for ids, _ in batches for i in ids]
+    assert Counter(got) == Counter(range(3000))
+
+
+def test_batches_dropped_while_the_callers_coordinator_runs_them_stop_draining():
+    records = rows(3000)
+    dropped = batch(records, 10, capacity=50)
+    with running():  # the caller's coordinator runs the runners of both
+        wait_until(lambda: dropped.queue.size() == 50, "the dropped batches' queue filled")
+        runner = dropped._runner
+        del dropped
+        gc.collect()
+        wait_until(lambda: not runner.running, "the dropped batches' runner stopped")
+        kept = batch(records, 10, capacity=50, allow_smaller_final_batch=True)
+        got = [int(i) for ids, _ in kept for i in ids]
+    # what the dropped runner took is lost (at most its queue and one group), nothing more
+    assert len(got) == len(set(got)) and len(got) >= 3000 - 50 - 128
