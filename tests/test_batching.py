@@ -1163,3 +1163,28 @@ def test_batches_dropped_while_the_callers_coordinator_runs_them_stop_draining()
         got = [int(i) for ids, _ in kept for i in ids]
     # what the dropped runner took is lost (at most its queue and one group), nothing more
     assert len(got) == len(set(got)) and len(got) >= 3000 - 50 - 128
+
+
+def test_running_logs_nothing_of_the_failure_its_body_raises(caplog):
+    def produce():
+        raise Boom("producer failed")
+
+    batches = batch(produce, 2)
+    with pytest.raises(Boom):
+        with running():
+            next(batches)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_running_logs_another_failure_met_while_stopping_after_the_body_raised(caplog):
+    def produce():
+        raise Boom("producer failed")
+
+    batches = batch(produce, 2)
+    with pytest.raises(KeyError):
+        with running() as coord:
+            assert coord.wait_for_stop(timeout=10)
+            raise KeyError("the body's own error")
+    assert batches.queue.is_closed()
+    (record,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert record.exc_info[0] is Boom
