@@ -1,8 +1,10 @@
 """Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
 
+import collections
 import gc
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -1188,3 +1190,48 @@ def test_running_logs_another_failure_met_while_stopping_after_the_body_raised(c
     assert batches.queue.is_closed()
     (record,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert record.exc_info[0] is Boom
+
+
+@pytest.mark.parametrize("seed", [None, 0])
+def test_state_dict_of_read_batch_features_closed_before_its_first_element(shards, seed):
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    batches = read_batch_features(pattern, 4, FEATURES, num_epochs=1, seed=seed)
+    batches.close()
+    state = batches.state_dict()
+    resumed = read_batch_features(pattern, 4, FEATURES, num_epochs=1, seed=seed, state=state)
+    assert Counter(int(i) for b in resumed for i in b["id"]) == Counter(range(60))
+
+
+Row = collections.namedtuple("Row", ["id", "name"])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_returning_a_namedtuple_gives_namedtuple_batches(shuffle):
+    produce = from_items([Row(i, b"r%d" % i) for i in range(20)])
+    batches = shuffle_batch(produce, 5, capacity=20, min_after_dequeue=2) if shuffle \
+        else batch(produce, 5)
+    got = list(batches)
+    assert all(type(b) is Row for b in got)
+    assert Counter(int(i) for b in got for i in b.id) == Counter(range(20))
+    assert all(n == b"r%d" % i for b in got for i, n in zip(b.id, b.name))
+
+
+def test_a_parse_fn_returning_a_namedtuple_gives_namedtuple_batches(shards):
+    def parse(serialized):
+        parsed = parse_example(serialized, FEATURES)
+        return Row(parsed["id"], parsed["name"])
+
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    got = list(read_batch_features(pattern, 8, FEATURES, num_epochs=1, parse_fn=parse,
+                                   seed=0))
+    assert all(type(b) is Row for b in got)
+    assert Counter(int(i) for b in got for i in b.id) == Counter(range(60))
+    assert all(n == b"r%d" % i for b in got for i, n in zip(b.id, b.name))
+
+
+@pytest.mark.parametrize("num_epochs", [0, -1, 1.5, "2", True])
+def test_read_batch_features_refuses_a_bad_num_epochs_at_build_time(shards, num_epochs):
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    with pytest.raises(ValueError, match=rf"^num_epochs must be None or a positive integer, "
+                                         rf"got {re.escape(repr(num_epochs))}$"):  # as producers
+        read_batch_features(pattern, 4, FEATURES, num_epochs=num_epochs)
