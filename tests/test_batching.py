@@ -1235,3 +1235,18 @@ def test_read_batch_features_refuses_a_bad_num_epochs_at_build_time(shards, num_
     with pytest.raises(ValueError, match=rf"^num_epochs must be None or a positive integer, "
                                          rf"got {re.escape(repr(num_epochs))}$"):  # as producers
         read_batch_features(pattern, 4, FEATURES, num_epochs=num_epochs)
+
+
+@pytest.mark.parametrize("dense_shape, indices", [([4], [[0], [2]]), ([], np.zeros((2, 0)))])
+def test_enqueue_many_of_a_sparse_value_of_rank_below_two_names_the_component(dense_shape,
+                                                                              indices):
+    value = qp.SparseValue(np.array(indices, np.int64), np.array([1, 2], np.int64),
+                           np.array(dense_shape, np.int64))
+    batches = batch(lambda: {"ids": value}, 2, enqueue_many=True)
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"^Queue '.*' component 'ids': enqueue_many needs a batched "
+                             rf"sparse value, of rank 2 or more \(a leading batch dimension\), "
+                             rf"got dense_shape {re.escape(str(dense_shape))} \(TF: Rank of "
+                             rf"input SparseTensor should be > 1, but saw rank: "
+                             rf"{len(dense_shape)}\)$"):
+        next(batches)
