@@ -78,7 +78,7 @@ py_masked_crc32c(PyObject *self, PyObject *arg)
     }
     uint32_t crc = crc_of(0, &data, qp_crc32c);
     PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(((crc >> 15) | (crc << 17)) + QP_CRC_MASK_DELTA);
+    return PyLong_FromUnsignedLong(qp_crc32c_mask(crc));
 }
 
 PyDoc_STRVAR(frame_doc,
