@@ -31,6 +31,7 @@ import numpy as np
 import queuepipe as qp
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.parsing import _example, _walkers
+from queuepipe.parsing._sinks import _unbatch
 from queuepipe.sparse import SparseValue
 
 # The keys records are built from: the specs' keys, one nobody asks for, one that is not
@@ -292,14 +293,34 @@ def same(one, other) -> bool:
     return True
 
 
+def single_outcome(single: Callable, record: bytes, spec: Dict[str, Any]):
+    """:func:`outcome` of one record as ``parse_single_example`` parses it with ``single``
+    (see :mod:`queuepipe.parsing._walkers`), the general path taking what it leaves."""
+    features = _example._example_features(spec)
+    try:
+        plain = single(record, features)
+        if plain is None:
+            batch = _example._parse_batch([record], features, None, walker=None)
+            plain = {key: _unbatch(value) for key, value in batch.items()}
+        return ("ok", plain)
+    except InvalidArgumentError as e:
+        return ("error", type(e), str(e))
+
+
 def check(spec_index: int, records: List[bytes]) -> Optional[str]:
-    """None when both walkers agree on the batch, else the two outcomes in words."""
+    """None when both walkers agree on the batch, and both single-record parsers on each of
+    its records; else the two outcomes that differ, in words."""
     spec = SPECS[spec_index]
     pure = outcome(_walkers.pure_walk, records, spec)
     core = outcome(_walkers.core_walk, records, spec)
-    if same(pure, core):
-        return None
-    return f"pure: {pure!r:.600}\ncore: {core!r:.600}"
+    if not same(pure, core):
+        return f"pure: {pure!r:.600}\ncore: {core!r:.600}"
+    for index, record in enumerate(records):
+        pure = single_outcome(_walkers.pure_single, record, spec)
+        core = single_outcome(_walkers.core_single, record, spec)
+        if not same(pure, core):
+            return f"record {index} alone:\npure: {pure!r:.600}\ncore: {core!r:.600}"
+    return None
 
 
 def save(directory: str, spec_index: int, records: List[bytes], name: str) -> str:

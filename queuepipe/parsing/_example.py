@@ -9,7 +9,7 @@ import numpy as np
 
 from queuepipe.parsing import _walkers
 from queuepipe.parsing._record import _parse_record
-from queuepipe.parsing._single import _parse_single_plain, _single_parser
+from queuepipe.parsing._single import _single_parser
 from queuepipe.parsing._sinks import _sink, _unbatch
 from queuepipe.parsing._specs import (_MAX_CACHED, _SEQ, FixedLenFeature, FixedLenSequenceFeature,
                                       VarLenFeature, _Feature, _features)
@@ -176,7 +176,7 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
         or _single_parser(serialized, parsed_features)
     plain = parser(serialized)
     if plain is None:
-        plain = _parse_single_plain(serialized, parsed_features)
+        plain = _walkers.single(serialized, parsed_features)
     if plain is not None:
         return plain
     names = None if example_names is None else [example_names]

@@ -1,4 +1,4 @@
-"""The Example walk of a batch: one interface, two implementations.
+"""The Example walk of a batch, and of one record: one interface, two implementations.
 
 A walker is ``walker(records, features, sinks) -> left``: it writes the values of every record
 it takes into the features' sinks (:mod:`._sinks`) and returns, in order, the indices of the
@@ -11,22 +11,30 @@ error is the per-record parser's and the same whichever walker ran.
   per batch with the GIL released. It takes a record only in the plain encoding and when it
   parses cleanly with the spec, and leaves every other record.
 
-:data:`walk` is the core's walker when the core is loaded (see :mod:`queuepipe._core`), else
-the pure one.
+For one record (``parse_single_example``), ``single(record, features) -> outputs or None``
+gives the record's outputs as ``parse_single_example`` returns them, or None to leave the
+record to the general path (which raises the errors): :func:`pure_single` reads it with
+protobuf (:func:`._single._parse_single_plain`), :func:`core_single` with the wire walk.
+
+:data:`walk` and :data:`single` are the core's when the core is loaded (see
+:mod:`queuepipe._core`), else the pure ones.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from queuepipe import _core
 from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
-from queuepipe.parsing._specs import _FIXED
+from queuepipe.parsing._single import _parse_single_plain
+from queuepipe.parsing._sinks import _sparse_1d
+from queuepipe.parsing._specs import _FIXED, _VAR
 
-__all__ = ["Walker", "pure_walk", "core_walk", "core_available", "walk"]
+__all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "core_available",
+           "walk", "single"]
 
 Walker = Callable[[List[bytes], Sequence, Sequence], Sequence[int]]
 
@@ -101,4 +109,44 @@ def _put_dense(feature, sink, strings: Optional[list], held: np.ndarray,
             sink.out[absent] = feature.default
 
 
+def pure_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
+    """One record's outputs read with protobuf: :func:`._single._parse_single_plain`."""
+    return _parse_single_plain(record, features)
+
+
+def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
+    """One record's outputs by the compiled walk, shaped as ``parse_single_example`` returns
+    them (a NumPy scalar or ``bytes`` for a scalar, an array of the shape, a SparseValue
+    with ``[N, 1]`` indices); None when the walk leaves the record."""
+    outs = tuple(np.empty(feature.size, dtype=feature.dtype)
+                 if feature.kind == _FIXED and feature.dtype != _dtypes.string else None
+                 for feature in features)
+    present = bytearray(len(features))
+    handed_back = bytearray(1)
+    results = _core.core.walk_examples((record,), _core_spec(features), outs, present,
+                                       bytearray(8 * len(features)), handed_back)
+    if handed_back[0]:
+        return None
+    out = {}
+    for feature, values, result, held in zip(features, outs, results, present):
+        if feature.dtype == _dtypes.string:
+            values = np.empty(len(result), dtype=object)
+            values[:] = result
+        elif result is not None:  # a bytearray: the array owns writable memory
+            values = np.frombuffer(result, dtype=feature.dtype)
+        if feature.kind == _VAR:
+            out[feature.key] = _sparse_1d(values)
+        elif feature.kind != _FIXED:  # rows of the sequence feature's shape
+            rows = len(values) // feature.size if feature.size else 0
+            out[feature.key] = values.reshape((rows,) + feature.shape)
+        else:
+            if not held:  # absent: the default (the walk leaves a required feature)
+                values = feature.default.copy()
+            out[feature.key] = values[0] if not feature.shape else values.reshape(
+                feature.shape)
+    return out
+
+
 walk: Walker = core_walk if core_available() else pure_walk
+single: Callable[[bytes, Sequence], Optional[Dict[str, Any]]] = (
+    core_single if core_available() else pure_single)
