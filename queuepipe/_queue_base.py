@@ -583,6 +583,11 @@ class QueueBase:
 
     # -- dequeue ----------------------------------------------------------------------------
 
+    # Whether a dequeue larger than what fits beside min_after_dequeue takes fixed pieces
+    # (the capacity less min_after_dequeue each) instead of whatever has arrived: for a queue
+    # whose order must be a function of its input alone.
+    _fixed_pieces = False
+
     def _min_after(self) -> int:
         """Elements a dequeue must leave behind while the queue is open (0 but for shuffle)."""
         return 0
@@ -687,8 +692,11 @@ class QueueBase:
         n = int(n)
         if n == 0:
             return self._empty_batch(op)
-        # If n (plus what must stay behind) never fits at once, take elements as they come.
+        # If n (plus what must stay behind) never fits at once, take elements as they come;
+        # or, where the order must not depend on timing, in pieces of a fixed size.
         piecemeal = n + self._min_after() > self._capacity
+        as_they_come = piecemeal and not self._fixed_pieces
+        piece = self._capacity - self._min_after() if piecemeal and self._fixed_pieces else n
         chunks: List[List[np.ndarray]] = []
         got = 0
         with self._lock:  # the C lock itself: see _wait
@@ -697,22 +705,23 @@ class QueueBase:
                 while got < n:
                     size = self._size()
                     available = size - (0 if self._closed else self._min_after())
-                    if available >= n - got or (piecemeal and not self._closed
-                                                and available > 0):
-                        k = min(available, n - got)
+                    want = min(piece, n - got)
+                    if available >= want or (as_they_come and not self._closed
+                                             and available > 0):
+                        k = min(available, want)
                     elif self._closed and allow_smaller and available + got > 0:
                         k = available
                     elif self._closed:
                         raise self._restore_and_fail(chunks, got, n)
                     else:
                         self._wait(self._not_empty, deadline, op, started,
-                                   need=self._min_after() + (1 if piecemeal else n - got))
+                                   need=self._min_after() + (1 if as_they_come else want))
                         continue
                     if k > 0:
                         chunks.append(self._take(k))
                         got += k
                         self._wake_producers()
-                    if self._closed and allow_smaller:
+                    if self._closed and allow_smaller and not (piece < n and self._size()):
                         break
                 raw = chunks[0] if len(chunks) == 1 else [
                     _columns.concat(parts) for parts in zip(*chunks)]

@@ -33,7 +33,7 @@ from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Struc
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
 from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
-from queuepipe.plan import ReadPlan, pack_ints, unpack_ints
+from queuepipe.plan import REFUSED, ReadPlan, pack_ints, unpack_ints
 from queuepipe.producers import _check_num_epochs, match_filenames_once
 from queuepipe.readers import TFRecordReader
 from queuepipe.runner import END_LOOKALIKES, not_an_end
@@ -46,6 +46,12 @@ SHUFFLES = ("buffer", "global")
 
 # The hidden column of a parsed dict that carries each row's ordinal through the queue.
 ORDINAL = "__queuepipe_ordinal__"
+
+# How far apart, in ordinals, the records a state leaves open may lie, per record it can
+# leave open (the marks the plan allocates for a loaded state). A shuffle queue keeps an
+# element through k draws of n from a pool of p with probability (1 - n/p)**k < exp(-k/p):
+# to stay while 64 pools' worth of records were read, about exp(-64) = 1.6e-28.
+_SPAN_PER_HELD = 64
 
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
 _TURN_SLICE_SECS = 0.1
@@ -163,17 +169,25 @@ class _Planned:
     """The state keeper and producer side of one read_batch_features pipeline."""
 
     def __init__(self, plan: ReadPlan, parse: Callable[..., Any], keyed: bool,
-                 ordered: bool, threads: int, lists: Sequence[str] = ()) -> None:
+                 ordered: bool, threads: int, capacity: int, batch_size: int,
+                 lists: Sequence[str] = ()) -> None:
         self.plan = plan
         self._parse = parse
         self._keyed = keyed
         self._ordered = ordered
         self._threads = threads
+        self._capacity = capacity
+        # The records a state can leave open: those in the queue, and in flight (a chunk per
+        # thread, parked chunks, the batch being taken), each group of open chunks spread
+        # over at most _SPAN_PER_HELD times as many ordinals by the shuffle.
+        self._max_span = _SPAN_PER_HELD * (capacity + batch_size +
+                                           (3 * threads + 1) * plan.chunk_size)
         self.structure = _Tagged(plan.delivered, lists)
         self._queue: Any = None
         self._turns: Optional[_Turns] = None
         self._first_ticket = 0
-        self._resume: Optional[Tuple[List[Tuple[int, List[int], np.ndarray]], Any]] = None
+        self._resume: Optional[Tuple[List[Tuple[int, List[int], np.ndarray]], np.ndarray,
+                                     Optional[Dict[str, Any]]]] = None
         self._loaded: Dict[str, Any] = {}  # the state loaded, while its records wait
         self._lock = threading.Lock()
 
@@ -229,16 +243,55 @@ class _Planned:
         return {"plan": self.plan.state(), "queue": held}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Takes up ``state`` once it is checked against the pipeline: its queue part here
+        (at most the queue's capacity, each record once), its plan by the plan.
+
+        Raises:
+          InvalidArgumentError: the state fails a check (the message names what).
+        """
         if not isinstance(state, dict) or "plan" not in state:
             raise InvalidArgumentError(f"not a state of read_batch_features: "
                                        f"{str(state)[:80]!r}")
-        opened = self.plan.load(state["plan"])
+        queued, order = self._checked_queue(state.get("queue"))
+        opened = self.plan.load(state["plan"], self._max_span, queued)
         with self._lock:
             self._first_ticket = int(state["plan"]["ticket"])
-            self._resume = (opened, state["queue"]) if opened else None
+            self._resume = (opened, queued, order) if opened else None
             self._loaded = state
 
-    def _put_back(self, opened: List[Tuple[int, List[int], np.ndarray]], held: Any) -> None:
+    def _checked_queue(self, held: Any) -> Tuple[np.ndarray, Optional[Dict[str, Any]]]:
+        """The ordinals a state's queue held, and its order state: no more than the queue's
+        capacity (never inflated further), no record twice, an order state of their size."""
+        if held is None:
+            return np.empty(0, np.int64), None
+        if not isinstance(held, dict) or not isinstance(held.get("order"), dict):
+            raise InvalidArgumentError(f"{REFUSED}: its queue is not its ordinals and order")
+        try:
+            queued = unpack_ints(held.get("ordinals"), self._capacity)
+        except ValueError as e:
+            raise InvalidArgumentError(f"{REFUSED}: the state's queue ordinals (at most the "
+                                       f"queue's capacity, {self._capacity}): {e}") from None
+        ordered = np.sort(queued)
+        twice = ordered[1:][ordered[1:] == ordered[:-1]]
+        if len(twice):
+            raise InvalidArgumentError(f"{REFUSED}: the state's queue lists record "
+                                       f"{int(twice[0])} twice")
+        order = held["order"]
+        if order:  # a shuffle queue's: its arrivals not shuffled in yet, its generator
+            appended = order.get("appended")
+            if isinstance(appended, bool) or not isinstance(appended, int) \
+                    or not 0 <= appended <= len(queued):
+                raise InvalidArgumentError(f"{REFUSED}: the state's queue order 'appended' is "
+                                           f"not a count of at most {len(queued)}")
+            try:
+                np.random.default_rng(0).bit_generator.state = order.get("rng")
+            except (TypeError, ValueError, KeyError) as e:
+                raise InvalidArgumentError(f"{REFUSED}: the state's queue order 'rng' is not "
+                                           f"a generator's state ({type(e).__name__})") from None
+        return queued, order
+
+    def _put_back(self, opened: List[Tuple[int, List[int], np.ndarray]], queued: np.ndarray,
+                  order: Optional[Dict[str, Any]]) -> None:
         """Reads the saved records again: those that were in the queue go back in the
         queue's order with its order state, the rest after them, in ordinal order."""
         values, keys, ordinals = [], [], []
@@ -254,7 +307,6 @@ class _Planned:
                 self.plan.delivered(base + skipped)
         all_values, all_ordinals = np.concatenate(values), np.concatenate(ordinals)
         all_keys = np.concatenate(keys) if keys else None
-        queued = unpack_ints(held["ordinals"]) if held else np.empty(0, np.int64)
         at = np.searchsorted(all_ordinals, queued)
         if len(queued) and (at.max() >= len(all_ordinals)
                             or not np.array_equal(all_ordinals[at], queued)):
@@ -268,7 +320,7 @@ class _Planned:
                                    None if all_keys is None else all_keys[places],
                                    all_ordinals[places])
             if load:
-                self._queue._real(element, batched=True)._load(element, held["order"])
+                self._queue._real(element, batched=True)._load(element, order)
             else:
                 self._queue.enqueue_many(element)
 
@@ -391,7 +443,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     lists = [key for key, spec in features.items() if isinstance(spec, VarLenFeature)] \
         if parse_fn is None else []
     planned = _Planned(plan, parse, keyed=parse_fn is None, ordered=seed is not None,
-                       threads=num_enqueue_threads, lists=lists)
+                       threads=num_enqueue_threads, capacity=queue_capacity,
+                       batch_size=batch_size, lists=lists)
     buffered = randomize_input and shuffle == "buffer"
     batches = _batching([plan.take] * num_enqueue_threads, 1, scope=_scope(name,
                         "read_batch_features"), batch_size=batch_size, capacity=queue_capacity,

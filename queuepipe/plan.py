@@ -29,6 +29,7 @@ its :meth:`state` lists exactly the records read and not yet delivered.
 from __future__ import annotations
 
 import base64
+import binascii
 import bisect
 import collections
 import logging
@@ -48,10 +49,14 @@ from queuepipe._open_files import OpenFiles, descriptor_budget
 from queuepipe.remote import is_remote
 from queuepipe.shards import index_mismatch, read_index
 
-__all__ = ["Chunk", "ReadPlan", "ORDERS", "pack_ints", "unpack_ints"]
+__all__ = ["Chunk", "ReadPlan", "ORDERS", "REFUSED", "pack_ints", "unpack_ints"]
 
 ORDERS = ("sorted", "files", "global")
 STATE_FORMAT = "queuepipe.read_batch_features/1"
+
+# How every refusal of a loaded state begins (a state may come from anywhere: it is checked
+# before anything is allocated or read from it).
+REFUSED = "the state is damaged or not this pipeline's"
 
 _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged record
 
@@ -73,9 +78,25 @@ def pack_ints(values: np.ndarray) -> str:
     return base64.b64encode(zlib.compress(np.asarray(values, "<i8").tobytes(), 9)).decode()
 
 
-def unpack_ints(text: str) -> np.ndarray:
-    """The integers :func:`pack_ints` wrote."""
-    return np.frombuffer(zlib.decompress(base64.b64decode(text)), "<i8").astype(np.int64)
+def unpack_ints(text: str, most: int) -> np.ndarray:
+    """The integers :func:`pack_ints` wrote, inflating no more than ``most`` of them.
+
+    Raises:
+      ValueError: ``text`` is not what :func:`pack_ints` writes, or holds more than ``most``
+        integers (which are then never inflated: a few KB of zlib can hold GBs).
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"packed integers are text, got {type(text).__name__}")
+    try:
+        inflater = zlib.decompressobj()
+        data = inflater.decompress(base64.b64decode(text, validate=True), 8 * most + 8)
+    except (binascii.Error, zlib.error) as e:
+        raise ValueError(f"not packed integers ({e})") from e
+    if len(data) > 8 * most or inflater.unconsumed_tail:
+        raise ValueError(f"more than {most} integers")
+    if len(data) % 8 or not inflater.eof:
+        raise ValueError("not packed integers (cut short)")
+    return np.frombuffer(data, "<i8").astype(np.int64)
 
 
 class ReadPlan:
@@ -135,6 +156,11 @@ class ReadPlan:
         self._left = np.zeros(0, dtype=bool)
         if order == "global":
             self._offsets, self._lengths, self._first = self._load_indexes()
+
+    @property
+    def chunk_size(self) -> int:
+        """The most records per chunk."""
+        return self._chunk_size
 
     # -- the order ------------------------------------------------------------------------------
 
@@ -422,42 +448,121 @@ class ReadPlan:
                     "cursor": [self._slot, self._position, self._skip, self._start],
                     "open": tickets}
 
-    def load(self, state: Dict[str, Any]) -> List[Tuple[int, List[int], np.ndarray]]:
-        """Takes up ``state`` (made by :meth:`state` over the same files and arguments).
+    def load(self, state: Dict[str, Any], max_span: int, queued: np.ndarray
+             ) -> List[Tuple[int, List[int], np.ndarray]]:
+        """Takes up ``state`` (made by :meth:`state` over the same files and arguments),
+        after checking it against the plan and its files: every number of its type and in
+        its bounds, the open chunks within their files (or epoch), in order, each of at most
+        ``chunk_size`` records with marks of its size, from the oldest open chunk to the
+        next record at most ``max_span`` records (the marks the plan allocates), and the
+        ordinals ``queued`` (the state's queue) among the records left.
 
         Returns:
           The open tickets: ``(base, where, left)`` each, whose records not delivered yet
           come first when the pipeline resumes.
 
         Raises:
-          InvalidArgumentError: the state is of another format, order or set of files.
+          InvalidArgumentError: the state is of another format, order or set of files, or
+            fails a check (the message names the field).
         """
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise InvalidArgumentError(f"not a state of read_batch_features "
                                        f"({STATE_FORMAT}): {str(state)[:80]!r}")
         first = self._files[0] if self._files else None
-        if state["files"] != len(self._files) or state["first_file"] != first \
-                or state["order"] != self._order:
+        if state.get("files") != len(self._files) or state.get("first_file") != first \
+                or state.get("order") != self._order:
             raise InvalidArgumentError(
-                f"the state was saved for {state['files']} files from '{state['first_file']}' "
-                f"in order {state['order']!r}; this pipeline has {len(self._files)} from "
+                f"the state was saved for {str(state.get('files'))[:20]} files from "
+                f"{str(state.get('first_file'))[:200]!r} in order "
+                f"{str(state.get('order'))[:20]!r}; this pipeline has {len(self._files)} from "
                 f"'{first}' in order {self._order!r}: build it with the same files, "
                 f"randomize_input and shuffle")
-        opened = [(int(entry[0]), [int(v) for v in entry[1:-1]], entry[-1])
-                  for entry in state["open"]]
-        opened = [(base, where, _unpack_bits(left, where[-1])) for base, where, left in opened]
+        seed, ticket, ordinal = (_integer(state.get(key), f"the state's plan {key!r}")
+                                 for key in ("seed", "ticket", "ordinal"))
+        epoch = _integer(state.get("epoch"), "the state's plan 'epoch'", self._num_epochs)
+        cursor = state.get("cursor")
+        if not isinstance(cursor, list) or len(cursor) != 4:
+            raise InvalidArgumentError(f"{REFUSED}: its plan 'cursor' is not 4 integers")
+        total = int(self._first[-1]) if self._order == "global" else None
+        slot, position, skip, start = (
+            _integer(value, f"the state's plan cursor {name!r}", most)
+            for value, name, most in zip(cursor, ("slot", "position", "skip", "start"),
+                                         (len(self._files), None, self._chunk_size, total)))
+        opened = self._checked_open(state.get("open"), ordinal, epoch, total)
+        low = opened[0][0] if opened else ordinal
+        if ordinal - low > max_span:
+            raise InvalidArgumentError(
+                f"{REFUSED}: it spans {ordinal - low} records from its oldest open chunk to "
+                f"its next, more than the {max_span} this pipeline's queue and threads can "
+                f"leave open")
+        left = np.concatenate([base + np.flatnonzero(marks) for base, _, marks in opened]
+                              + [np.empty(0, np.int64)])
+        stray = np.setdiff1d(queued, left)
+        if len(stray):
+            raise InvalidArgumentError(f"{REFUSED}: its queue holds record {int(stray[0])}, "
+                                       f"which no open chunk has left")
         with self._lock, self._marks_lock:
-            self._seed, self._epoch = int(state["seed"]), int(state["epoch"])
-            self._ticket, self._ordinal = int(state["ticket"]), int(state["ordinal"])
-            self._slot, self._position, self._skip, self._start = map(int, state["cursor"])
+            self._seed, self._epoch = seed, epoch
+            self._ticket, self._ordinal = ticket, ordinal
+            self._slot, self._position, self._skip, self._start = slot, position, skip, start
             self._epoch_began = -1
-            self._low = opened[0][0] if opened else self._ordinal
-            self._left = np.zeros(self._ordinal - self._low, dtype=bool)
+            self._low = low
+            self._left = np.zeros(ordinal - low, dtype=bool)
             self._tickets.clear()
             for base, where, left in opened:
                 self._tickets.append((base, where))
-                self._left[base - self._low:base - self._low + where[-1]] = left
+                self._left[base - low:base - low + where[-1]] = left
         return opened
+
+    def _checked_open(self, entries: Any, ordinal: int, epoch: int, total: Optional[int]
+                      ) -> List[Tuple[int, List[int], np.ndarray]]:
+        """The open chunks of a state, ``[base, *where, marks]`` each, checked (see
+        :meth:`load`)."""
+        width = 3 if total is not None else 4
+        if not isinstance(entries, list):
+            raise InvalidArgumentError(f"{REFUSED}: its plan 'open' is not a list")
+        opened = []
+        end = 0  # where the chunk before ends
+        for k, entry in enumerate(entries):
+            if not isinstance(entry, list) or len(entry) != width + 2:
+                raise InvalidArgumentError(f"{REFUSED}: open chunk {k} is not {width + 2} "
+                                           f"values")
+            base, *where = (_integer(value, f"open chunk {k}'s values", low=None)
+                            for value in entry[:-1])
+            count = where[-1]
+            if base < end:
+                raise InvalidArgumentError(f"{REFUSED}: open chunk {k} starts at record "
+                                           f"{base}, before {end}, where the one before ends")
+            if not 1 <= count <= self._chunk_size:
+                raise InvalidArgumentError(
+                    f"{REFUSED}: open chunk {k} holds {count} records, more than "
+                    f"read_batch_size {self._chunk_size}" if count > 0 else
+                    f"{REFUSED}: open chunk {k} holds {count} records")
+            if base + count > ordinal:
+                raise InvalidArgumentError(f"{REFUSED}: open chunk {k} ends at record "
+                                           f"{base + count}, past the plan's {ordinal}")
+            self._check_where(k, where, epoch, total)
+            opened.append((base, where, _checked_marks(k, entry[-1], count)))
+            end = base + count
+        return opened
+
+    def _check_where(self, k: int, where: List[int], epoch: int,
+                     total: Optional[int]) -> None:
+        """Checks that open chunk ``k``'s ``where`` lies in the files (or the epochs)."""
+        if total is not None:
+            chunk_epoch, start, count = where
+            if not 0 <= chunk_epoch <= epoch or not 0 <= start <= total - count:
+                raise InvalidArgumentError(
+                    f"{REFUSED}: open chunk {k} reads places {start} to {start + count} of an "
+                    f"epoch of {total} (epoch {chunk_epoch}; the plan is in epoch {epoch})")
+            return
+        file, position, skip, _ = where
+        if not 0 <= file < len(self._files):
+            raise InvalidArgumentError(f"{REFUSED}: open chunk {k} names file {file} of "
+                                       f"{len(self._files)}")
+        if position < 0 or not 0 <= skip <= self._chunk_size:
+            raise InvalidArgumentError(f"{REFUSED}: open chunk {k} starts at position "
+                                       f"{position}, passing over {skip} records")
 
     def close(self) -> None:
         """Closes the files the plan has open (a read under way first ends); :meth:`take`
@@ -557,6 +662,33 @@ def _pack_bits(mask: np.ndarray) -> str:
     return base64.b64encode(np.packbits(mask).tobytes()).decode()
 
 
-def _unpack_bits(text: str, count: int) -> np.ndarray:
-    bits = np.frombuffer(base64.b64decode(text), dtype=np.uint8)
-    return np.unpackbits(bits)[:count].astype(bool)
+def _checked_marks(k: int, text: Any, count: int) -> np.ndarray:
+    """The marks of open chunk ``k`` (``count`` records), as :func:`_pack_bits` wrote them:
+    exactly their bytes, with a record left."""
+    try:
+        bits = np.frombuffer(base64.b64decode(text, validate=True), dtype=np.uint8) \
+            if isinstance(text, str) else None
+    except binascii.Error:
+        bits = None
+    if bits is None:
+        raise InvalidArgumentError(f"{REFUSED}: open chunk {k}'s marks are not base64 text")
+    if len(bits) != (count + 7) // 8:
+        raise InvalidArgumentError(f"{REFUSED}: open chunk {k}'s marks are {len(bits)} bytes, "
+                                   f"{(count + 7) // 8} expected")
+    left = np.unpackbits(bits)[:count].astype(bool)
+    if not left.any():
+        raise InvalidArgumentError(f"{REFUSED}: open chunk {k} has no record left")
+    return left
+
+
+def _integer(value: Any, what: str, most: Optional[int] = None,
+             low: Optional[int] = 0) -> int:
+    """``value``, a JSON integer from ``low`` (None: any) to ``most`` (None: any)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{REFUSED}: {what} must be an integer, got "
+                                   f"{type(value).__name__}")
+    if (low is not None and value < low) or (most is not None and value > most):
+        raise InvalidArgumentError(f"{REFUSED}: {what} is {value}, out of "
+                                   f"[{low if low is not None else ''}, "
+                                   f"{most if most is not None else ''}]")
+    return value

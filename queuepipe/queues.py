@@ -291,7 +291,13 @@ class _ArrivalPoolShuffleQueue(RandomShuffleQueue):
     one shuffle-in every fourth batch, as the unseeded queue does once per chunk of four
     batches, instead of one per batch (the seed's extra work in ``read_batch_features`` fell
     from 11% to 3-5%; docs/performance.md). Each batch is still a uniform draw from its pool.
+
+    A batch larger than the room beside ``min_after_dequeue`` is taken in pieces of that
+    room, each from a full queue (or, once closed, from what is left), never of whatever
+    size happens to have arrived: its pools too depend on the order alone.
     """
+
+    _fixed_pieces = True
 
     def _pool(self, n: int) -> int:
         # Closed or not: a dequeue after the close may come sooner or later, and must draw

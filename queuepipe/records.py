@@ -304,6 +304,11 @@ class RecordScanner:
         self._error_at_end = False  # the error is a record cut short by the end of the data
         self._done = False  # the end of the file is reached (or damage in skip mode ends it)
         self.skipped = 0
+        # Followed (look_again called): a record cut short by the end, in skip mode, is not
+        # damage yet (a writer may be completing it); its message, and its offset, until the
+        # scanner reads past it or is closed.
+        self._following = False
+        self._cut_short: Optional[Tuple[str, int]] = None
 
     # -- damage ---------------------------------------------------------------------------
 
@@ -327,7 +332,9 @@ class RecordScanner:
         """For a reader following a file that grows: forgets that the end of the data was
         reached, and a record found cut short there (a writer may be completing it), so that
         the next call reads on from the first record not returned. Damage inside the data
-        stays, and is raised again."""
+        stays, and is raised again. With ``corrupt_records="skip"``, a record found cut short
+        there is counted and logged only if it still is when the scanner is closed."""
+        self._following = True
         self._done = False
         if self._error_at_end:
             self._error, self._error_at_end = None, False
@@ -346,6 +353,9 @@ class RecordScanner:
             self._error = DataLossError(message, path=self.path, offset=offset)
             self._error_at_end = at_end
             raise self._error
+        if at_end and self._following:
+            self._cut_short = (message, offset)
+            return
         self.skipped += 1
         logger.warning("skipping damaged data: %s", message)
 
@@ -582,7 +592,12 @@ class RecordScanner:
         return list(zip(*self.next_columns(n)))
 
     def close(self) -> None:
-        """Closes the file. Idempotent."""
+        """Closes the file (counting, for a followed file, a record still cut short at its
+        end as damage). Idempotent."""
+        cut_short, self._cut_short = self._cut_short, None
+        if cut_short is not None and self.offset <= cut_short[1]:
+            self.skipped += 1
+            logger.warning("skipping damaged data: %s", cut_short[0])
         self._in.close()
 
     def __enter__(self) -> "RecordScanner":
@@ -606,7 +621,9 @@ class RecordIterator:
     At the end of the file ``next`` raises ``StopIteration`` and keeps its place: a later
     ``next`` returns the records a writer appended since (reading a file that grows, as
     TensorBoard does with event files). A record cut short at the end raises
-    ``DataLossError`` each time, until the writer completes it. Damage inside the file is
+    ``DataLossError`` each time, until the writer completes it; with
+    ``corrupt_records="skip"`` it is not counted or logged as damage unless it is still cut
+    short when the iterator is closed (the file stopped growing). Damage inside the file is
     raised again by every later ``next``, as TF's reader never moves past it.
     """
 
@@ -644,6 +661,8 @@ class RecordIterator:
         """Opens the file again and reads on from :attr:`offset` (for storage whose open
         handles do not see what was appended, such as object stores)."""
         offset = self.offset
+        if self._scanner is not None:  # still followed: the new scanner finds it again
+            self._scanner._cut_short = None
         self.close()
         self._scanner = RecordScanner(self._path, self._options, self._policy, offset)
 

@@ -4,6 +4,7 @@ import gzip
 import io
 import logging
 import os
+import re
 import struct
 import sys
 import tracemalloc
@@ -205,6 +206,36 @@ def test_records_appended_while_the_file_is_read_are_read_too(tmp_path, policy, 
     assert [data for _, data in scanner.next_batch(10)] == records[1:]
     assert scanner.next_batch(10) == [] and scanner.finished and scanner.skipped == 0
     scanner.close()
+
+
+@pytest.mark.parametrize("cut", [5, 14], ids=["in the header", "in the data"])
+def test_following_a_file_with_skip_counts_no_record_caught_mid_write(tmp_path, caplog, cut):
+    # Before the fix each poll that caught the writer mid-record logged and counted a
+    # damaged record, though the record was intact once written.
+    records = [b"a" * 20, b"b" * 30, b"c" * 10]
+    path = write(str(tmp_path / "growing.tfrecord"), records[:1])
+    framed = frame(records[1])
+    follower = tf_record_iterator(path, corrupt_records="skip")
+    with caplog.at_level(logging.WARNING, logger="queuepipe.records"):
+        assert next(follower) == records[0]
+        with open(path, "ab") as f:
+            f.write(framed[:cut])
+        for _ in range(3):  # three polls catch the writer mid-record
+            with pytest.raises(StopIteration):
+                next(follower)
+            follower.reopen()  # as for an object store: still followed
+        with open(path, "ab") as f:
+            f.write(framed[cut:] + frame(records[2]))
+        assert list(follower) == records[1:]
+        with open(path, "ab") as f:  # a record the writer never completes
+            f.write(frame(b"d" * 40)[:cut])
+        with pytest.raises(StopIteration):
+            next(follower)
+        assert caplog.messages == [] and follower._scanner.skipped == 0
+        follower.close()  # the file stops growing here: what is still cut short is damage
+    assert len(caplog.messages) == 1, caplog.messages
+    assert re.fullmatch(r"skipping damaged data: truncated record (header )?at 108: .* in file "
+                        r"'.*growing.tfrecord'", caplog.messages[0])
 
 
 def test_header_scan_matches_a_record_by_record_check():

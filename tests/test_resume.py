@@ -710,3 +710,24 @@ def test_a_batchs_sparse_dense_shape_is_its_own_longest_list(tmp_path, kwargs):
     assert len(shapes) == 25
     for shape, ids in shapes:
         assert shape == [len(ids), max(9 if i == 50 else i % 3 for i in ids)], ids
+
+
+# -- batches larger than the shuffle buffer -------------------------------------------------
+
+
+def test_a_seed_repeats_batches_larger_than_half_the_queue(shards):
+    # A batch of 50 from a queue of 60 keeping 30 behind never fits at once: it is taken in
+    # pieces. Before the fix a piece was whatever had arrived, so the pool each piece was
+    # drawn from, and the batches, changed run to run; a resume did not reproduce them.
+    options = dict(num_epochs=EPOCHS, seed=3, queue_capacity=60, read_batch_size=10)
+    whole, _ = column(shards, "id", 50, FEATURES, num_enqueue_threads=1, **options)
+    assert Counter(whole) == EVERY_RECORD
+    for threads in (2, 4, 3):
+        assert column(shards, "id", 50, FEATURES, num_enqueue_threads=threads,
+                      **options)[0] == whole, threads
+    first, state = column(shards, "id", 50, FEATURES, stop_after=350, num_enqueue_threads=2,
+                          **options)
+    rest, _ = column(shards, "id", 50, FEATURES, state=json.loads(json.dumps(state)),
+                     num_enqueue_threads=3, **options)
+    assert first + rest == whole
+
