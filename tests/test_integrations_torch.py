@@ -18,7 +18,7 @@ from helpers import wait_until  # noqa: E402 - after the importorskip
 import queuepipe as qp  # noqa: E402
 from queuepipe.distributed import Shard, shard_files  # noqa: E402
 from queuepipe.integrations.torch import (  # noqa: E402
-    Padded, QueuePipeIterableDataset, TorchBatches, to_torch, worker_shard,
+    Offsets, Padded, QueuePipeIterableDataset, TorchBatches, to_torch, worker_shard,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -88,8 +88,55 @@ def test_to_torch_gives_a_sparse_coo_tensor():
     assert coo.is_sparse and tuple(coo.shape) == (3, 3)
     assert coo.to_dense().tolist() == [[7, 8, 9], [4, 0, 0], [0, 0, 0]]
     with pytest.raises(ValueError, match=r"sparse must be one of \('parts', 'padded', "
-                                         r"'coo'\), got 'dense'"):
+                                         r"'offsets', 'nested', 'coo'\), got 'dense'"):
         to_torch(token_batch(), sparse="dense")
+
+
+def test_to_torch_gives_ids_and_offsets_that_an_embedding_bag_takes():
+    pair = to_torch({"tokens": token_batch()}, sparse="offsets")["tokens"]
+    assert type(pair) is Offsets and pair.per_sample_weights is None
+    assert pair.ids.tolist() == [7, 8, 9, 4] and pair.offsets.tolist() == [0, 3, 4]
+    assert pair.offsets.dtype == torch.int64
+    bag = torch.nn.EmbeddingBag(10, 2, mode="sum")
+    with torch.no_grad():
+        bag.weight.copy_(torch.arange(20, dtype=torch.float32).reshape(10, 2))
+        summed = bag(*pair)
+    assert summed.tolist() == [[48.0, 51.0], [8.0, 9.0], [0.0, 0.0]]  # rows 7+8+9, 4, none
+
+
+def test_offsets_follow_rows_whatever_the_order_of_the_indices():
+    shuffled = token_batch()._replace(indices=token_batch().indices[[3, 2, 0, 1]],
+                                      values=token_batch().values[[3, 2, 0, 1]])
+    pair = to_torch(shuffled, sparse="offsets")
+    assert pair.ids.tolist() == [7, 8, 9, 4] and pair.offsets.tolist() == [0, 3, 4]
+
+
+def test_a_weight_feature_becomes_the_bags_per_sample_weights():
+    weights = token_batch()._replace(values=np.array([0.5, 1.0, 2.0, 3.0], np.float32))
+    batch = to_torch({"tokens": token_batch(), "weights": weights, "label": np.arange(3)},
+                     sparse="offsets", weights={"tokens": "weights"})
+    assert sorted(batch) == ["label", "tokens"]
+    assert batch["tokens"].per_sample_weights.tolist() == [0.5, 1.0, 2.0, 3.0]
+    bag = torch.nn.EmbeddingBag(10, 1, mode="sum")
+    with torch.no_grad():
+        bag.weight.copy_(torch.arange(10, dtype=torch.float32)[:, None])
+        assert bag(*batch["tokens"]).flatten().tolist() == [7 * 0.5 + 8 + 18, 12.0, 0.0]
+    short = weights._replace(indices=weights.indices[:3], values=weights.values[:3])
+    with pytest.raises(ValueError, match=r"^batch component \['tokens'\]: its weights do not "
+                                         r"have the same rows as its ids"):
+        to_torch({"tokens": token_batch(), "weights": short}, sparse="offsets",
+                 weights={"tokens": "weights"})
+    with pytest.raises(ValueError, match=r"weights= gives EmbeddingBag's per_sample_weights: "
+                                         r"it needs sparse='offsets', got sparse='padded'"):
+        to_torch({"tokens": token_batch()}, sparse="padded", weights={"tokens": "w"})
+    with pytest.raises(ValueError, match=r"batch component \['w'\] is not a sparse feature"):
+        to_torch({"tokens": token_batch()}, sparse="offsets", weights={"tokens": "w"})
+
+
+def test_to_torch_gives_a_jagged_nested_tensor():
+    nested = to_torch(token_batch(), sparse="nested")
+    assert nested.is_nested and nested.size(0) == 3
+    assert [row.tolist() for row in nested.unbind()] == [[7, 8, 9], [4], []]
 
 
 def test_token_lists_reach_a_torch_loop_padded(tmp_path):

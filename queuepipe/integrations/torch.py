@@ -48,10 +48,19 @@ numbers.
 Ragged features: a batched :class:`~queuepipe.sparse.SparseValue` (a ``VarLenFeature``) comes
 out as ``sparse=`` says: ``"parts"`` (a SparseValue of three tensors), ``"padded"`` (a
 :class:`Padded` pair: the dense tensor with ``padding_value`` in the gaps, and each row's
-length, as ``torch.nn.utils.rnn.pack_padded_sequence`` takes them) or ``"coo"`` (a
-``torch.sparse_coo_tensor``)::
+length, as ``torch.nn.utils.rnn.pack_padded_sequence`` takes them), ``"offsets"`` (an
+:class:`Offsets` pair: every value in one flat tensor and where each row starts, as
+``nn.EmbeddingBag(ids, offsets)`` takes them), ``"nested"`` (a jagged
+``torch.nested`` tensor, where the installed torch has them) or ``"coo"`` (a
+``torch.sparse_coo_tensor`` of the padded layout: a sparse matrix, not what an EmbeddingBag
+takes)::
 
-    token lists [7 8 9] [4] []   --padded-->  values [[7 8 9] [4 0 0] [0 0 0]], lengths [3 1 0]
+    token lists [7 8 9] [4] []   --padded-->   values [[7 8 9] [4 0 0] [0 0 0]], lengths [3 1 0]
+                                 --offsets-->  ids [7 8 9 4], offsets [0 3 4]
+
+With ``"offsets"``, ``weights={"tokens": "weights"}`` makes the ``"weights"`` feature (a
+SparseValue with the same rows) the ``per_sample_weights`` of the ``"tokens"`` pair, and
+drops it from the batch: ``bag(*batch["tokens"])`` is then a weighted bag.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ import queue as queue_module
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Optional
 
 import numpy as np
 
@@ -78,9 +87,10 @@ except ImportError as e:  # only this module needs torch; `import queuepipe` nev
     raise ImportError("queuepipe.integrations.torch needs PyTorch: "
                       "pip install '<queuepipe checkout>[torch]'") from e
 
-__all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard", "Padded"]
+__all__ = ["to_torch", "TorchBatches", "QueuePipeIterableDataset", "worker_shard", "Padded",
+           "Offsets"]
 
-_SPARSE_FORMS = ("parts", "padded", "coo")
+_SPARSE_FORMS = ("parts", "padded", "offsets", "nested", "coo")
 
 # How often a prefetch thread waiting for room checks whether it was told to stop.
 _STOP_POLL_SECS = 0.1
@@ -93,19 +103,39 @@ class Padded(NamedTuple):
     lengths: Any  # torch.Tensor int64 [batch]: how many values each row holds
 
 
+class Offsets(NamedTuple):
+    """A batch of ragged rows as ``nn.EmbeddingBag`` takes them: ``bag(*offsets)``."""
+
+    ids: Any  # torch.Tensor [total values]: every row's values, row after row
+    offsets: Any  # torch.Tensor int64 [batch]: where each row starts in ``ids``
+    per_sample_weights: Any = None  # torch.Tensor [total values], or None
+
+
 class _Form(NamedTuple):
-    """How to convert: the device, pinning, and the form of sparse values."""
+    """How to convert: the device, pinning, the form of sparse values, and which sparse
+    feature weighs which (``"offsets"``)."""
 
     device: Any
     pin_memory: bool
     sparse: str
     padding_value: Any
+    weights: Mapping[str, str]
 
 
-def _form(device: Any, pin_memory: bool, sparse: str = "parts", padding_value: Any = 0) -> _Form:
+def _form(device: Any, pin_memory: bool, sparse: str = "parts", padding_value: Any = 0,
+          weights: Optional[Mapping[str, str]] = None) -> _Form:
     if sparse not in _SPARSE_FORMS:
         raise ValueError(f"sparse must be one of {_SPARSE_FORMS}, got {sparse!r}")
-    return _Form(device, _check_pin_memory(pin_memory), sparse, padding_value)
+    if weights and sparse != "offsets":
+        raise ValueError(f"weights= gives EmbeddingBag's per_sample_weights: it needs "
+                         f"sparse='offsets', got sparse={sparse!r}")
+    if sparse == "nested" and not hasattr(getattr(torch, "nested", None),
+                                          "nested_tensor_from_jagged"):
+        raise ValueError(f"sparse='nested' needs torch.nested.nested_tensor_from_jagged "
+                         f"(torch >= 2.3); this torch is {torch.__version__}: use "
+                         f"sparse='offsets' or 'padded'")
+    return _Form(device, _check_pin_memory(pin_memory), sparse, padding_value,
+                 dict(weights or {}))
 
 
 def _check_pin_memory(pin_memory: bool) -> bool:
@@ -134,6 +164,8 @@ def _tensor(array: np.ndarray, where: str):
 
 def _convert(value: Any, form: _Form, where: str) -> Any:
     if isinstance(value, dict):
+        if form.weights:
+            return _weighted(value, form, where)
         return type(value)((key, _convert(item, form, f"{where}[{key!r}]"))
                            for key, item in value.items())
     if isinstance(value, SparseValue) and form.sparse != "parts":
@@ -162,8 +194,69 @@ def _place(tensor: Any, form: _Form) -> Any:
     return tensor
 
 
+def _row_major(value: SparseValue, where: str) -> "tuple[np.ndarray, np.ndarray]":
+    """A batched SparseValue's values, row after row, and where each row starts."""
+    indices = np.asarray(value.indices, dtype=np.int64)
+    if len(value.dense_shape) != 2:
+        raise ValueError(f"batch component {where or '(the batch)'}: sparse='offsets' and "
+                         f"'nested' take a batch of lists (dense_shape [batch, longest]), got "
+                         f"dense_shape {np.asarray(value.dense_shape).tolist()}")
+    values = np.asarray(value.values)
+    if len(indices) and np.any(np.diff(indices[:, 0] * int(value.dense_shape[1])
+                                       + indices[:, 1]) < 0):
+        order = np.lexsort((indices[:, 1], indices[:, 0]))
+        values = values[order]
+    lengths = value.row_lengths()
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return values, starts
+
+
+def _offsets(value: SparseValue, form: _Form, where: str, weights: Any = None) -> Offsets:
+    ids, starts = _row_major(value, where)
+    pair = Offsets(_place(_tensor(np.ascontiguousarray(ids), where), form),
+                   _place(torch.from_numpy(starts), form))
+    if weights is None:
+        return pair
+    weight_values, weight_starts = _row_major(weights, where)
+    if not np.array_equal(weight_starts, starts) or len(weight_values) != len(ids):
+        raise ValueError(f"batch component {where}: its weights do not have the same rows as "
+                         f"its ids (row lengths {value.row_lengths()[:8].tolist()} against "
+                         f"{weights.row_lengths()[:8].tolist()}, first 8)")
+    return pair._replace(per_sample_weights=_place(
+        _tensor(np.ascontiguousarray(weight_values), where), form))
+
+
+def _weighted(batch: dict, form: _Form, where: str) -> dict:
+    """A dict batch with each weighted feature as :class:`Offsets` carrying its weights, and
+    the weight features dropped."""
+    for ids_key, weights_key in form.weights.items():
+        for key in (ids_key, weights_key):
+            if not isinstance(batch.get(key), SparseValue):
+                raise ValueError(f"weights={{{ids_key!r}: {weights_key!r}}}: batch component "
+                                 f"{where}[{key!r}] is not a sparse feature (a VarLenFeature): "
+                                 f"{'missing' if key not in batch else type(batch[key]).__name__}")
+    out = type(batch)()
+    for key, item in batch.items():
+        if key in form.weights.values():
+            continue
+        if key in form.weights:
+            out[key] = _offsets(item, form, f"{where}[{key!r}]", batch[form.weights[key]])
+        else:
+            out[key] = _convert(item, form._replace(weights={}), f"{where}[{key!r}]")
+    return out
+
+
 def _sparse(value: SparseValue, form: _Form, where: str) -> Any:
-    """A batched SparseValue as a :class:`Padded` pair or a ``torch.sparse_coo_tensor``."""
+    """A batched SparseValue as a :class:`Padded` pair, an :class:`Offsets` pair, a jagged
+    nested tensor or a ``torch.sparse_coo_tensor``."""
+    if form.sparse == "offsets":
+        return _offsets(value, form, where)
+    if form.sparse == "nested":
+        ids, starts = _row_major(value, where)
+        ends = torch.from_numpy(np.append(starts, len(ids)))
+        return _place(torch.nested.nested_tensor_from_jagged(
+            _tensor(np.ascontiguousarray(ids), where), offsets=ends), form)
     if form.sparse == "padded":
         dense = _tensor(value.to_dense(form.padding_value), where)
         return Padded(_place(dense, form), _place(torch.from_numpy(value.row_lengths()), form))
@@ -175,7 +268,7 @@ def _sparse(value: SparseValue, form: _Form, where: str) -> Any:
 
 
 def to_torch(batch: Any, device: Any = None, pin_memory: bool = False, sparse: str = "parts",
-             padding_value: Any = 0) -> Any:
+             padding_value: Any = 0, weights: Optional[Mapping[str, str]] = None) -> Any:
     """Converts a batch of NumPy arrays to torch tensors, keeping its structure.
 
     Dicts (of any mapping type built from pairs), lists, tuples and namedtuples are rebuilt
@@ -193,8 +286,14 @@ def to_torch(batch: Any, device: Any = None, pin_memory: bool = False, sparse: s
         no accelerator is available (as ``DataLoader`` does).
       sparse: what a batched SparseValue becomes: ``"parts"`` (a SparseValue of tensors),
         ``"padded"`` (:class:`Padded`: ``to_dense(padding_value)`` and ``row_lengths()`` as
-        tensors) or ``"coo"`` (``torch.sparse_coo_tensor(indices.T, values, dense_shape)``).
+        tensors), ``"offsets"`` (:class:`Offsets`: the values row after row and each row's
+        start, int64, for ``nn.EmbeddingBag``), ``"nested"`` (a ``torch.nested`` tensor of
+        jagged layout, one row per record; torch >= 2.3) or ``"coo"``
+        (``torch.sparse_coo_tensor(indices.T, values, dense_shape)``, the padded layout).
       padding_value: the number in the gaps of ``"padded"``.
+      weights: with ``"offsets"``, ``{ids feature: weights feature}`` of a dict batch: the
+        weights feature's values become the ids' ``Offsets.per_sample_weights``, and the
+        weights feature leaves the batch.
 
     Returns:
       The same structure with tensors in place of numeric arrays.
@@ -202,12 +301,14 @@ def to_torch(batch: Any, device: Any = None, pin_memory: bool = False, sparse: s
     Raises:
       TypeError: an array's dtype has no torch type (the message names the component), or
         ``batch`` is a whole :class:`~queuepipe.batching.Batches` (use :class:`TorchBatches`).
-      ValueError: ``sparse`` is not one of the three forms.
+      ValueError: ``sparse`` is not one of the forms, ``weights`` without ``"offsets"``,
+        ``"nested"`` on a torch without jagged tensors, a weights feature whose rows differ
+        from its ids', or a SparseValue of rank other than 2 for ``"offsets"``/``"nested"``.
     """
     if isinstance(batch, Batches):
         raise TypeError("to_torch converts one batch; for a whole Batches use "
                         "TorchBatches(batches), which converts each batch as it comes")
-    return _convert(batch, _form(device, pin_memory, sparse, padding_value), "")
+    return _convert(batch, _form(device, pin_memory, sparse, padding_value, weights), "")
 
 
 class TorchBatches(BatchIterator):
@@ -232,7 +333,7 @@ class TorchBatches(BatchIterator):
       batches: a :class:`~queuepipe.batching.Batches` or any iterable of batches.
       device: where to put the tensors, as for :func:`to_torch`.
       pin_memory: as for :func:`to_torch`.
-      sparse, padding_value: the form of SparseValues, as for :func:`to_torch`.
+      sparse, padding_value, weights: the form of SparseValues, as for :func:`to_torch`.
       prefetch: batches to convert ahead on a thread (0: none, in the calling thread).
 
     Raises:
@@ -240,11 +341,12 @@ class TorchBatches(BatchIterator):
     """
 
     def __init__(self, batches: Iterable[Any], device: Any = None, pin_memory: bool = False,
-                 sparse: str = "parts", padding_value: Any = 0, prefetch: int = 0):
+                 sparse: str = "parts", padding_value: Any = 0, prefetch: int = 0,
+                 weights: Optional[Mapping[str, str]] = None):
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
             raise ValueError(f"prefetch must be an int >= 0, got {prefetch!r}")
         super().__init__(batches)
-        self._form = _form(device, pin_memory, sparse, padding_value)
+        self._form = _form(device, pin_memory, sparse, padding_value, weights)
         self._prefetch = prefetch
         self._ahead: Optional[_Lookahead] = None
 
@@ -384,7 +486,7 @@ class QueuePipeIterableDataset(IterableDataset):
         processes on the CPU; move them in the training loop or use the DataLoader's
         ``pin_memory``).
       pin_memory: as for :func:`to_torch`.
-      sparse, padding_value: the form of SparseValues, as for :func:`to_torch`.
+      sparse, padding_value, weights: the form of SparseValues, as for :func:`to_torch`.
       rank, world_size: this process's place among several processes; both None (the
         default) reads them with :func:`queuepipe.distributed.shard_info`.
     """
@@ -392,13 +494,14 @@ class QueuePipeIterableDataset(IterableDataset):
     def __init__(self, make_batches: Callable[[Shard], Any], device: Any = None,
                  pin_memory: bool = False, rank: Optional[int] = None,
                  world_size: Optional[int] = None, sparse: str = "parts",
-                 padding_value: Any = 0):
+                 padding_value: Any = 0, weights: Optional[Mapping[str, str]] = None):
         if not callable(make_batches):
             raise TypeError(f"make_batches must be a callable taking a Shard, got "
                             f"{make_batches!r}")
         self._make_batches = make_batches
         self._form = (device, pin_memory, sparse, padding_value)
-        _form(None, False, sparse)  # a bad form fails here, not in a DataLoader worker
+        self._weights = dict(weights or {})
+        _form(None, False, sparse, 0, weights)  # a bad form fails here, not in a worker
         self._rank = rank
         self._world_size = world_size
 
@@ -410,7 +513,7 @@ class QueuePipeIterableDataset(IterableDataset):
         coord = Coordinator()
         threads = start_queue_runners(coord, pipeline=pipeline)
         try:
-            yield from TorchBatches(batches, *self._form)
+            yield from TorchBatches(batches, *self._form, weights=self._weights)
         finally:
             coord.request_stop()
             close = getattr(batches, "close", None)
