@@ -27,6 +27,20 @@ def write_inputs(tf, directory):
                 "tokens": tf.train.Feature(int64_list=tf.train.Int64List(
                     value=list(range(i)))),
             })).SerializeToString())
+    for k, compression in ((0, None), (1, "GZIP"), (2, None)):
+        suffix = ".gz" if compression else ""
+        with tf.python_io.TFRecordWriter(os.path.join(directory, f"d{k}.tfrecord{suffix}"),
+                                         compression) as writer:
+            for i in range(5):
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "x": tf.train.Feature(int64_list=tf.train.Int64List(value=[10 * k + i])),
+                    "t": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=list(range(i % 3)))),
+                })).SerializeToString())
+    with open(os.path.join(directory, "lines.txt"), "wb") as f:
+        f.write(b"header\nline one\r\nline two\n\nlast")
+    with open(os.path.join(directory, "fixed.bin"), "wb") as f:
+        f.write(b"HH" + bytes(range(12)) + b"FFF")
 
 
 # -- exact answers ------------------------------------------------------------------------------
@@ -284,6 +298,124 @@ def case_options_accepted(tf, d):
         static.append(int(sess.run(tf.constant(3))))
     return {"static": static, "runs": [tf.constant(1)],
             "options": {"trace_level": 3}}
+
+
+# -- tf.data in a Session -----------------------------------------------------------------------
+
+
+def _parse_xt(tf, serialized):
+    f = tf.parse_single_example(serialized, {"x": tf.FixedLenFeature([], tf.int64),
+                                             "t": tf.VarLenFeature(tf.int64)})
+    return f["x"] * 2, f["t"]
+
+
+def _next_runs(iterator, count):
+    element = iterator.get_next()
+    return [element] * count
+
+
+def case_data_slices_mapped_and_batched(tf, d):
+    ds = tf.data.Dataset.from_tensor_slices(
+        (np.arange(4), np.array([b"a", b"b", b"c", b"d"]))).map(lambda a, b: (a + 1, b))
+    return {"runs": _next_runs(ds.batch(3).make_one_shot_iterator(), 3)}
+
+
+def case_data_range_filter_skip_take_repeat_batch(tf, d):
+    ds = tf.data.Dataset.range(10).filter(lambda x: x % 3 > 0).skip(1).take(4).repeat(2)
+    return {"runs": _next_runs(ds.batch(3, drop_remainder=True).make_one_shot_iterator(), 3)}
+
+
+def case_data_tfrecords_read_in_parallel_with_sparse_batches(tf, d):
+    files = [os.path.join(d, "d0.tfrecord"), os.path.join(d, "d0.tfrecord")]
+    ds = tf.data.TFRecordDataset(files, num_parallel_reads=2)
+    ds = ds.map(lambda s: _parse_xt(tf, s), num_parallel_calls=3).batch(4).prefetch(2)
+    return {"runs": _next_runs(tf.data.make_one_shot_iterator(ds), 4)}
+
+
+def case_data_compressed_tfrecords(tf, d):
+    ds = tf.data.TFRecordDataset([os.path.join(d, "d1.tfrecord.gz")], compression_type="GZIP")
+    ds = ds.map(lambda s: _parse_xt(tf, s)[0])
+    return {"runs": _next_runs(ds.batch(10).make_one_shot_iterator(), 2)}
+
+
+def case_data_padded_batch(tf, d):
+    ds = tf.data.TFRecordDataset([os.path.join(d, "d0.tfrecord")])
+    ds = ds.map(lambda s: tf.sparse_tensor_to_dense(_parse_xt(tf, s)[1]))
+    fixed = ds.padded_batch(2, padded_shapes=[4], padding_values=tf.constant(-1, tf.int64),
+                            drop_remainder=True)
+    return {"runs": _next_runs(ds.padded_batch(3, padded_shapes=[None])
+                               .make_one_shot_iterator(), 3)
+            + _next_runs(fixed.make_one_shot_iterator(), 3)}
+
+
+def case_data_interleave_of_files(tf, d):
+    files = [os.path.join(d, "d0.tfrecord"), os.path.join(d, "d2.tfrecord")]
+    ds = tf.data.Dataset.from_tensor_slices(files).interleave(
+        lambda f: tf.data.TFRecordDataset(f).take(3), cycle_length=2, block_length=2)
+    ds = ds.map(lambda s: _parse_xt(tf, s)[0])
+    return {"runs": _next_runs(ds.batch(10).make_one_shot_iterator(), 2)}
+
+
+def case_data_zip_of_a_dict_with_an_initializable_iterator(tf, d):
+    ds = tf.data.Dataset.zip((tf.data.Dataset.range(3), tf.data.Dataset.from_tensor_slices(
+        {"a": np.array([1.0, 2.0, 3.0], np.float32)})))
+    it = ds.make_initializable_iterator()
+    element = it.get_next()
+    return {"runs": [it.initializer, element, element, it.initializer, element, element,
+                     element, element]}
+
+
+def case_data_uninitialized_iterator(tf, d):
+    it = tf.data.Dataset.range(3).make_initializable_iterator()
+    return {"runs": [it.get_next()]}
+
+
+def case_data_static_shapes(tf, d):
+    mapped = tf.data.Dataset.range(5).map(lambda x: tf.cast(x, tf.float32) * 2.0)
+    element = mapped.make_one_shot_iterator().get_next()
+    batched = tf.data.Dataset.range(5).batch(2).make_one_shot_iterator().get_next()
+    dropped = tf.data.Dataset.range(5).batch(2, drop_remainder=True)
+    pair = tf.data.Dataset.from_tensor_slices((np.zeros((4, 3), np.float32),
+                                               np.arange(4))).make_one_shot_iterator()
+    a, b = pair.get_next()
+    return {"static": [element.shape.as_list(), element.dtype.name, batched.shape.as_list(),
+                       dropped.make_one_shot_iterator().get_next().shape.as_list(),
+                       a.shape.as_list(), b.shape.as_list(), a.dtype.name],
+            "runs": [element, batched]}
+
+
+def case_data_text_lines_and_fixed_length_records(tf, d):
+    lines = tf.data.TextLineDataset([os.path.join(d, "lines.txt")]).skip(1)
+    fixed = tf.data.FixedLengthRecordDataset([os.path.join(d, "fixed.bin")], 4,
+                                             header_bytes=2, footer_bytes=3)
+    return {"runs": _next_runs(lines.make_one_shot_iterator(), 5)
+            + _next_runs(fixed.make_one_shot_iterator(), 4)}
+
+
+def case_data_experimental_transformations(tf, d):
+    batched = tf.data.Dataset.range(7).apply(
+        tf.data.experimental.map_and_batch(lambda x: x * 10, 3, drop_remainder=True))
+    repeated = tf.data.Dataset.range(3).apply(
+        tf.data.experimental.shuffle_and_repeat(1, count=2, seed=3))
+    return {"runs": _next_runs(batched.make_one_shot_iterator(), 3)
+            + [repeated.batch(6).make_one_shot_iterator().get_next()]}
+
+
+def case_data_list_files_unshuffled(tf, d):
+    ds = tf.data.Dataset.list_files(os.path.join(d, "d*.tfrecord"), shuffle=False)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=1).map(lambda s: _parse_xt(tf, s)[0])
+    return {"runs": _next_runs(ds.batch(20).make_one_shot_iterator(), 2)}
+
+
+def case_data_a_parse_error_reaches_the_run(tf, d):
+    ds = tf.data.TFRecordDataset([os.path.join(d, "d0.tfrecord")]).map(
+        lambda s: tf.parse_single_example(s, {"x": tf.FixedLenFeature([2], tf.int64)})["x"])
+    return {"runs": _next_runs(ds.make_one_shot_iterator(), 1)}
+
+
+def case_data_cache_and_repeat(tf, d):
+    ds = tf.data.Dataset.range(3).map(lambda x: x + 1).cache().repeat(2)
+    return {"runs": _next_runs(ds.batch(4).make_one_shot_iterator(), 3)}
 
 
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items())

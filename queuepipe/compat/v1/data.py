@@ -182,14 +182,21 @@ class Dataset:
     @staticmethod
     def list_files(file_pattern: Any, shuffle: Optional[bool] = None,
                    seed: Optional[int] = None) -> "Dataset":
-        """The files matching ``file_pattern`` (a pattern or a list of them), shuffled each
-        iteration unless ``shuffle=False``, as TF's."""
+        """The files matching ``file_pattern`` (a pattern or a list of them), matched when
+        the iterator starts, shuffled each iteration unless ``shuffle=False``, as TF's (none
+        matching: no element, then ``OutOfRangeError``)."""
         patterns = [_text(p) for p in np.atleast_1d(evaluate(file_pattern, strict=False))]
-        names = sorted({m for p in patterns for m in remote.glob(p)})
-        if not names:
-            raise OutOfRangeError(f"No files matched pattern: {', '.join(patterns)}")
-        dataset = Dataset.from_tensor_slices(np.array([n.encode() for n in names], object))
-        return dataset.shuffle(len(names), seed=seed) if shuffle is not False else dataset
+        iteration = itertools.count()
+
+        def elements() -> Iterator[Any]:
+            names = sorted({m for p in patterns for m in remote.glob(p)})
+            if shuffle is not False:
+                epoch = next(iteration)
+                rng = np.random.default_rng(None if seed is None else (seed + epoch) % 2 ** 32)
+                names = [names[i] for i in rng.permutation(len(names))]
+            for name in names:
+                yield name.encode()
+        return Dataset(elements, _Spec(None, [TensorShape([])], [np.dtype(object)]))
 
     # transformations
 
