@@ -123,7 +123,9 @@ class _Inflater:
         self._ended = True
         if rest:
             logger.warning("file '%s': bytes after the end marker of its %s stream are "
-                           "ignored, as TensorFlow does", self._path, self._compression)
+                           "ignored%s", self._path, self._compression,
+                           " (TensorFlow raises DataLossError there, after the records)"
+                           if self._compression == "GZIP" else ", as TensorFlow does")
 
 
 def _pieces(data: bytes, size: int):

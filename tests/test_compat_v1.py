@@ -6,6 +6,7 @@ it in a session) and checks what TF1 gives: every record once per epoch, one deq
 """
 
 import os
+import sys
 import threading
 from collections import Counter
 
@@ -334,3 +335,103 @@ def test_sequence_examples_parsed_and_padded_by_a_dynamic_pad_batch(tmp_path):
             coord.join(threads)
     assert first[0].tolist() == [1, 3] and first[1].tolist() == [[1, 0, 0], [1, 2, 3]]
     assert second[0].tolist() == [2, 4] and second[1].shape == (2, 4)
+
+
+def test_flags_parse_the_command_line_and_app_run_passes_the_rest(monkeypatch):
+    flags_module = sys.modules["queuepipe.compat.v1.flags"]  # tf.flags is the namespace
+    monkeypatch.setattr(flags_module, "FLAGS", flags_module._FlagValues())
+    monkeypatch.setattr(tf.flags, "FLAGS", flags_module.FLAGS)
+    tf.app.flags.DEFINE_string("data_dir", "/tmp/data", "where the data is")
+    tf.app.flags.DEFINE_integer("batch_size", 128, "examples per batch")
+    tf.app.flags.DEFINE_boolean("fake_data", False, "use fake data")
+    tf.app.flags.DEFINE_float("rate", 0.5, "a rate")
+    seen = []
+
+    def main(argv):
+        f = tf.app.flags.FLAGS
+        seen.append((argv, f.data_dir, f.batch_size, f.fake_data, f.rate))
+        return 0
+
+    with pytest.raises(SystemExit) as exit_info:
+        tf.app.run(main, argv=["prog", "--batch_size=32", "--fake_data", "extra"])
+    assert exit_info.value.code == 0
+    assert seen == [(["prog", "extra"], "/tmp/data", 32, True, 0.5)]
+    flags_module.FLAGS.parse(["prog", "--nofake_data", "--data_dir", "/d"])
+    assert (flags_module.FLAGS.fake_data, flags_module.FLAGS.data_dir) == (False, "/d")
+    with pytest.raises(AttributeError, match=r"^flag --nope is not defined"):
+        flags_module.FLAGS.nope
+
+
+def test_logging_prints_at_the_verbosity_set(capsys):
+    tf.logging.set_verbosity(tf.logging.INFO)
+    try:
+        tf.logging.info("step %d", 3)
+        tf.logging.debug("hidden")
+        assert tf.logging.get_verbosity() == tf.logging.INFO
+    finally:
+        tf.logging.set_verbosity(tf.logging.WARN)
+    assert capsys.readouterr().err == "INFO:queuepipe.tf1:step 3\n"
+
+
+def test_summaries_are_accepted_and_run_nothing():
+    with tf.Graph().as_default():
+        q = tf.FIFOQueue(4, [tf.int64], shapes=[[]])
+        value = q.dequeue()
+        tf.summary.scalar("value", tf.cast(value, tf.float32))
+        tf.summary.image("images", tf.constant(np.zeros((1, 2, 2, 1))))
+        merged = tf.summary.merge_all()
+        writer = tf.summary.FileWriter("/tmp/unused")
+        with tf.Session() as sess:
+            sess.run(q.enqueue_many([np.arange(2)]))
+            assert sess.run(merged) == b""  # no dequeue behind it
+            writer.add_summary(sess.run(merged), 0)
+            assert int(sess.run(q.size())) == 2
+        writer.close()
+
+
+def test_names_outside_the_input_pipeline_say_so():
+    with pytest.raises(NotImplementedError, match=r"^tf\.train\.Saver is not provided by "
+                                                  r"queuepipe\.compat\.v1: it is outside the "
+                                                  r"input pipeline"):
+        tf.train.Saver
+    with pytest.raises(NotImplementedError, match=r"^tf\.get_variable .* outside the input"):
+        tf.get_variable
+    with pytest.raises(NotImplementedError, match=r"^tf\.nn is not provided .* outside"):
+        tf.nn
+    with pytest.raises(NotImplementedError) as info:
+        tf.string_split
+    assert "outside" not in str(info.value) and "NumPy" not in str(info.value)
+
+
+def test_a_run_timeout_from_the_session_config():
+    with tf.Graph().as_default():
+        q = tf.FIFOQueue(2, [tf.int32], shapes=[[]])
+        with tf.Session(config=tf.ConfigProto(operation_timeout_in_ms=30)) as sess:
+            with pytest.raises(tf.errors.DeadlineExceededError):
+                sess.run(q.dequeue())
+            sess.run(q.enqueue(5))
+            assert sess.run(q.dequeue(), options=tf.RunOptions(timeout_in_ms=1000)) == 5
+
+
+def test_control_dependencies_run_first_in_each_evaluation():
+    with tf.Graph().as_default():
+        q = tf.FIFOQueue(4, [tf.int64], shapes=[[]])
+        with tf.Session() as sess:
+            sess.run(q.enqueue_many([np.arange(3)]))
+            first = q.dequeue()
+            with tf.control_dependencies([first]):
+                size = q.size()
+            assert sess.run(size) == 2  # the dequeue ran before the size was read
+
+
+def test_bytes_after_a_gzip_stream_are_logged_without_claiming_tf_ignores_them(tmp_path, caplog):
+    path = str(tmp_path / "t.gz.tfrecord")
+    with tf.python_io.TFRecordWriter(path, "GZIP") as writer:
+        writer.write(b"abc")
+        writer.write(b"de")
+    with open(path, "ab") as f:
+        f.write(b"junkjunk")
+    assert list(tf.python_io.tf_record_iterator(path, "GZIP")) == [b"abc", b"de"]
+    message = " ".join(r.getMessage() for r in caplog.records)
+    assert "ignored (TensorFlow raises DataLossError there, after the records)" in message
+    assert "as TensorFlow does" not in message

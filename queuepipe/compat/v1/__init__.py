@@ -18,6 +18,7 @@ from typing import Any, Dict
 
 from queuepipe import errors, parsing, protos, records, sparse
 from queuepipe import dtypes as _dtypes
+from queuepipe.compat.v1 import data as _data
 from queuepipe.compat.v1 import flags as _flags
 from queuepipe.compat.v1 import gfile as _gfile
 from queuepipe.compat.v1 import image_ops, inputs, ops, scopes, session_options, tf_logging
@@ -152,6 +153,9 @@ gfile = _Namespace("tf.gfile", _gfile.TF1_NAMES)
 logging = _Namespace("tf.logging", tf_logging.NAMES)
 flags = _Namespace("tf.flags", {name: getattr(_flags, name) for name in _flags.__all__})
 app = _Namespace("tf.app", {"flags": flags, "run": _flags.run})
+data = _Namespace("tf.data", {
+    **{name: getattr(_data, name) for name in _data.__all__ if name != "experimental"},
+    "experimental": _Namespace("tf.data.experimental", _data.experimental)})
 summary = _Namespace("tf.summary", {name: getattr(_summary, name) for name in _summary.__all__})
 
 __all__ = sorted(name for name, value in globals().items()

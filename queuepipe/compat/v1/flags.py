@@ -24,6 +24,7 @@ class _FlagValues:
     def __init__(self):
         self.__dict__["_parser"] = argparse.ArgumentParser(add_help=False)
         self.__dict__["_defaults"] = {}
+        self.__dict__["_booleans"] = set()
         self.__dict__["_values"] = None
 
     def define(self, name: str, default: Any, help_text: str, **argparse_args: Any) -> None:
@@ -36,7 +37,9 @@ class _FlagValues:
 
     def parse(self, argv: Sequence[str]) -> List[str]:
         """Parses ``argv`` (the program name first); returns it without the flags."""
-        values, rest = self._parser.parse_known_args(list(argv[1:]))
+        args = [f"{arg}=true" if arg[2:] in self._booleans and arg.startswith("--") else arg
+                for arg in argv[1:]]  # a bare --flag takes no value, as with absl
+        values, rest = self._parser.parse_known_args(args)
         self.__dict__["_values"] = vars(values)
         return [argv[0], *rest] if argv else rest
 
@@ -88,7 +91,8 @@ def DEFINE_float(name: str, default: Optional[float], help: str) -> None:  # noq
 
 def DEFINE_boolean(name: str, default: Optional[bool], help: str) -> None:  # noqa: N802,A002
     """``--name``, ``--noname`` and ``--name=false`` all work, as with absl."""
-    FLAGS.define(name, default, help, type=_boolean, nargs="?", const=True)
+    FLAGS.define(name, default, help, type=_boolean)
+    FLAGS._booleans.add(name)
     FLAGS._parser.add_argument(f"--no{name}", dest=name, action="store_false",
                                help=argparse.SUPPRESS)
 

@@ -440,8 +440,21 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Cons
     ``bytes``), as ``sess.run`` gives them in TF."""
     out = _constant_array(value, None if dtype is None else _dtype(dtype))
     if shape is not None:
-        out = np.broadcast_to(out, tuple(shape)).copy()
+        out = _fill(out, [int(d) for d in np.atleast_1d(shape)] if np.ndim(shape) else [])
     return as_node(out[()] if out.ndim == 0 and out.dtype == _dtypes.string else out)
+
+
+def _fill(values: np.ndarray, shape: List[int]) -> np.ndarray:
+    """TF's ``constant(value, shape=...)``: the values in order, the last one repeated to fill
+    the rest; more values than the shape holds is an error, as in TF."""
+    size = int(np.prod(shape))
+    flat = values.reshape(-1)
+    if flat.size > size:
+        raise TypeError(f"Expected Tensor's shape: {tuple(shape)}, but got {values.shape}: "
+                        f"{flat.size} values do not fit in {size}")
+    if flat.size == 0:
+        raise TypeError(f"Expected Tensor's shape: {tuple(shape)}, but got an empty value")
+    return np.concatenate([flat, np.repeat(flat[-1:], size - flat.size)]).reshape(shape)
 
 
 def _constant_array(value: Any, dtype: Optional[np.dtype]) -> np.ndarray:
