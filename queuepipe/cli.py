@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import glob as glob_module
 import importlib.util
 import itertools
@@ -244,32 +245,38 @@ def _cmd_count(args) -> int:
 # verify
 
 
-class _DamageCollector(RecordScanner):
-    """A RecordScanner that records every damage and reads on past it, as "skip" would."""
+class _DamageReporter(RecordScanner):
+    """A RecordScanner that reports every damage as it finds it (``report(offset,
+    message)``), counts it and reads on past it, as "skip" would. Nothing is kept per damage,
+    so a file damaged throughout costs no more memory than an intact one."""
 
-    def __init__(self, path, options=None):
+    def __init__(self, path, options=None, *, report: Callable[[int, str], None]):
         super().__init__(path, options)
-        self.damaged: List[DataLossError] = []
+        self._report = report
+        self.damaged = 0
 
     def _damage(self, offset, what, at_end=False):
         try:
             super()._damage(offset, what, at_end)  # builds the DataLossError and raises it
         except DataLossError as e:
-            self.damaged.append(e)
             self._error = None  # keep reading, as the "skip" policy does
+            self.damaged += 1
+            self._report(e.offset, e.message)
 
 
 def _cmd_verify(args) -> int:
     bad_files = 0
     for path in args.files:
-        scanner = _scanner(path, args.compression, _DamageCollector)
+        def report(offset: int, message: str, path: str = path) -> None:
+            print(f"{path}: BAD record at offset {offset}: {message}", flush=True)
+
+        scanner = _scanner(path, args.compression,
+                           functools.partial(_DamageReporter, report=report))
         with _progress(_file_size(path), f"verify {os.path.basename(path)}", "B") as update:
             good = sum(1 for _ in _scan(scanner, update))
-        for e in scanner.damaged:
-            print(f"{path}: BAD record at offset {e.offset}: {e.message}")
         if scanner.damaged:
             bad_files += 1
-            print(f"{path}: BAD ({len(scanner.damaged)} damaged, {good} good records)")
+            print(f"{path}: BAD ({scanner.damaged} damaged, {good} good records)")
         elif scanner.unfinished:
             print(f"{path}: OK ({good} records; the compressed stream has no end marker: a "
                   "file still being written, or cut between two records)")
@@ -424,24 +431,21 @@ def _cmd_schema(args) -> int:
 
 
 def _cmd_index(args) -> int:
+    from queuepipe.shards import write_index
+
     for path in args.files:
         if _compression(path, args.compression):
             raise UsageError(f"cannot index compressed file '{path}': an index holds byte "
                              "offsets into the file, and a compressed stream cannot be entered "
                              "at an offset")
         index = _index_path(path)
-        partial = index + ".partial"
-        try:
-            with open(partial, "w") as out, \
-                    _progress(_file_size(path), f"index {os.path.basename(path)}", "B") as update:
-                n = 0
-                for offset, data in _scan(_scanner(path, "none"), update):
-                    out.write(f"{offset} {len(data) + FRAME_BYTES}\n")
-                    n += 1
-            os.replace(partial, index)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(partial)
+        with _progress(_file_size(path), f"index {os.path.basename(path)}", "B") as update:
+            records = _scan(_scanner(path, "none"), update)
+            try:  # to a new temporary file renamed onto FILE.index: a link is never followed
+                n = write_index(index, ((offset, len(data) + FRAME_BYTES)
+                                        for offset, data in records))
+            finally:
+                records.close()
         print(f"{index}: {n} records")
     return 0
 

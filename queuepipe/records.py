@@ -47,6 +47,7 @@ _scan_frames = core.scan_frames if core else None
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
 _CORRUPT_POLICIES = ("raise", "skip")
+_RESYNC_FIRST_WINDOW = 64  # bytes searched for a header first after damage (then doubled)
 
 
 def check_corrupt_records(policy: str) -> str:
@@ -360,12 +361,18 @@ class RecordScanner:
         logger.warning("skipping damaged data: %s", message)
 
     def _resync(self) -> None:
-        """Moves to the next offset after the current one where a valid header starts."""
+        """Moves to the next offset after the current one where a valid header starts.
+
+        Looks in windows that start small and double up to a chunk, so that finding a
+        header ``d`` bytes on costs of the order of ``d``, never of the read-ahead: a file of
+        damaged units each a few bytes apart is passed over in time linear in its size.
+        """
         b = self._in
         b.pos += 1
+        span = _RESYNC_FIRST_WINDOW
         while True:
-            more = b.fill(CHUNK)
-            window = b.view[b.pos:b.end]
+            more = b.fill(span + HEADER_BYTES - 1)  # moves at most what a window holds
+            window = b.view[b.pos:min(b.end, b.pos + span + HEADER_BYTES - 1)]
             found = _header_matches(window)
             if len(found):
                 b.pos += int(found[0])
@@ -374,6 +381,7 @@ class RecordScanner:
                 b.pos = b.end
                 return
             b.pos += len(window) - HEADER_BYTES + 1
+            span = min(2 * span, CHUNK)
 
     # -- records --------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import glob
 import multiprocessing
 import os
 import re
+import stat
 import sys
 import tempfile
 import types
@@ -87,12 +88,11 @@ def _write_shard(path: str, part: Any, first: int, step: int, options: TFRecordO
     caller's. On any failure the temporary files are removed and nothing appears under the
     final names; an OSError is raised again naming the shard.
     """
-    folder, name = os.path.split(path)
     index_path = path + ".index"
     temps = []  # temporary files not yet renamed into place
     placed_index = done = False
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        fd, tmp = _temporary_beside(path)
         os.close(fd)
         temps.append(tmp)
         lengths = []
@@ -103,16 +103,9 @@ def _write_shard(path: str, part: Any, first: int, step: int, options: TFRecordO
             writer.flush()
             os.fsync(writer.fileno())
         if index:
-            fd, tmp_index = tempfile.mkstemp(dir=folder, prefix=f".{name}.index.", suffix=".tmp")
-            temps.append(tmp_index)
             offsets = np.cumsum([0] + lengths[:-1]) if lengths else np.zeros(0, np.int64)
-            with os.fdopen(fd, "w") as f:
-                f.writelines(f"{offset} {length}\n" for offset, length in zip(offsets, lengths))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp_index, index_path)  # first, so a shard never appears without it
-            temps.remove(tmp_index)
-            placed_index = True
+            write_index(index_path, zip(offsets.tolist(), lengths))  # first, so a shard
+            placed_index = True  # never appears without it
         os.replace(tmp, path)
         temps.remove(tmp)
         done = True
@@ -127,6 +120,57 @@ def _write_shard(path: str, part: Any, first: int, step: int, options: TFRecordO
         if placed_index and not done:  # the index of a shard that never made it
             with contextlib.suppress(FileNotFoundError):
                 os.remove(index_path)
+
+
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the umask (0o644 with the usual
+    0o022), as TensorFlow's writer gives its files; read where the kernel shows it, so that
+    the process's umask is never changed, even for an instant."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere the only way to read it: set it and put it back
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _temporary_beside(path: str) -> Tuple[int, str]:
+    """``(fd, name)`` of a new file beside ``path`` to be renamed onto it: created
+    exclusively under an unpredictable name (never through a link another user or a dataset
+    planted), with the mode a new file gets from the umask."""
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _new_file_mode())
+    except BaseException:
+        os.close(fd)
+        os.remove(tmp)
+        raise
+    return fd, tmp
+
+
+def write_index(path: str, entries: Iterable[Tuple[int, int]]) -> int:
+    """Writes the index ``path`` (``"<offset> <length>"`` per entry) atomically: to a new
+    temporary file beside it (see :func:`_temporary_beside`), synced and renamed onto
+    ``path``, so that a link at ``path`` is replaced, never written through. ``entries`` may
+    be a generator: it is written as it comes. Returns the number of entries."""
+    fd, tmp = _temporary_beside(path)
+    try:
+        count = 0
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            for offset, length in entries:
+                f.write(f"{offset} {length}\n")
+                count += 1
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+    return count
 
 
 def _remove_temporaries(path: str) -> None:
@@ -354,7 +398,7 @@ def indexed_count(path: str) -> Tuple[Optional[int], Optional[str]]:
       the file; or ``(None, None)`` when there is no index.
     """
     index = path + ".index"
-    if not os.path.exists(index):
+    if not os.path.lexists(index):  # a link to nowhere is refused below, not taken as none
         return None, None
     try:
         entries = read_index(index)
@@ -366,32 +410,111 @@ def indexed_count(path: str) -> Tuple[Optional[int], Optional[str]]:
     return len(entries), None
 
 
-# Index lines as write_shards (and the tfrecord package) write them: two decimal numbers.
-_INDEX_LINES = re.compile(rb"(?:[0-9]+[ \t]+[0-9]+[ \t]*(?:\r?\n|\Z))*")
+# An index is read and converted this many bytes at a time: what checking a chunk allocates
+# (a few bytes per byte) stays bounded, and the entries take 16 bytes each.
+_INDEX_CHUNK = 1 << 18
+_INDEX_DIGITS = 18  # digits of an offset or length: any file's size fits, and int64 holds it
+_QUOTED = 24  # bytes of a malformed line quoted in an error (escaped)
+
+
+def _open_index(path: str):
+    """Opens a local index for reading: a regular file reached without a symbolic link (an
+    index a dataset ships as ``x.index -> ~/.netrc`` must not be read), never blocking on a
+    named pipe."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | \
+        getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError as e:
+        from queuepipe.errors import NotFoundError
+
+        raise NotFoundError(f"file not found: '{path}'") from e
+    except OSError as e:
+        if os.path.islink(path):
+            raise ValueError(f"'{path}' is a symbolic link: an index must be a regular file "
+                             "beside its shard (it is not followed)") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"'{path}' is not a regular file: an index must be a regular "
+                             "file beside its shard")
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _index_error(path: str, line: int, text: bytes) -> ValueError:
+    """Names the malformed line, quoting a short escaped prefix of it, never all of it."""
+    shown = repr(text[:_QUOTED])[2:-1] + ("..." if len(text) > _QUOTED else "")
+    return ValueError(f"{path}:{line}: an index line is '<offset> <length>', got '{shown}'")
+
+
+def _first_bad_line(chunk: bytes) -> Optional[int]:
+    """The 0-based number of the first line of ``chunk`` (whole lines of an index) that is
+    not two decimal numbers of at most ``_INDEX_DIGITS`` digits with blanks (space, tab)
+    around them and an optional ``\\r`` before its ``\\n``; None when every line is. Checked with
+    NumPy over the bytes, a few bytes of memory per byte (a regular expression's repeated
+    group would keep hundreds per line)."""
+    a = np.frombuffer(chunk, dtype=np.uint8)
+    if not len(a):
+        return None
+    newline = a == 10
+    digit = (a >= 48) & (a <= 57)
+    cr_before_newline = (a == 13) & np.append(newline[1:], False)
+    stray = ~(digit | newline | (a == 32) | (a == 9) | cr_before_newline)
+    line = np.cumsum(newline, dtype=np.int32) - newline  # each byte's line
+    lines = int(line[-1]) + 1
+    starts = np.flatnonzero(digit & ~np.append(False, digit[:-1]))
+    ends = np.flatnonzero(digit & ~np.append(digit[1:], False))
+    numbers = np.bincount(line[starts], minlength=lines)
+    bad = [np.flatnonzero(numbers != 2), line[stray],
+           line[starts[ends - starts >= _INDEX_DIGITS]]]
+    found = [int(b.min()) for b in bad if len(b)]
+    return min(found) if found else None
+
+
+def _convert_index(chunk: bytes, path: str, first_line: int) -> np.ndarray:
+    """The ``(n, 2)`` entries of ``chunk``, whole lines of an index from line ``first_line``."""
+    bad = _first_bad_line(chunk)
+    if bad is not None:
+        lines = chunk.split(b"\n", bad + 1)
+        raise _index_error(path, first_line + bad, lines[bad])
+    return np.fromstring(chunk, dtype=np.int64, sep=" ").reshape(-1, 2)  # checked: 2 a line
 
 
 def read_index(path: Union[str, "os.PathLike[str]"]) -> np.ndarray:
     """Reads a ``.index`` file written by :func:`write_shards` (or the ``tfrecord`` package).
+
+    The file is read and converted a megabyte at a time, so memory stays proportional to the
+    entries it holds (16 bytes each) whatever its content. A local index must be a regular
+    file, not a symbolic link.
 
     Returns:
       An ``(N, 2)`` int64 array: the byte offset and the framed length of each record.
 
     Raises:
       NotFoundError: the file does not exist.
-      ValueError: a line is not two non-negative integers (the message names file and line).
+      ValueError: a line is not two non-negative integers (the message names file and line,
+        and quotes at most a short escaped prefix of it), or the index is a symbolic link or
+        not a regular file.
     """
-    from queuepipe.remote import open_file
+    from queuepipe.remote import is_remote, open_file
 
-    with open_file(path, "rb") as f:
-        data = f.read()
-    if _INDEX_LINES.fullmatch(data):  # the common case, checked and converted in C
-        return np.array(data.split(), dtype=np.int64).reshape(-1, 2)
-    lines = data.decode("ascii", errors="replace").splitlines()
-    rows = []  # line by line, to name the first bad one
-    for number, line in enumerate(lines, 1):
-        fields = line.split()
-        if len(fields) != 2 or not all(field.isdigit() for field in fields):
-            raise ValueError(f"{os.fsdecode(path)}:{number}: an index line is "
-                             f"'<offset> <length>', got {line!r}")
-        rows.append((int(fields[0]), int(fields[1])))
-    return np.array(rows, dtype=np.int64).reshape(len(rows), 2)
+    path = os.fsdecode(path)
+    parts = []
+    line = 1
+    rest = b""
+    with (open_file(path, "rb") if is_remote(path) else _open_index(path)) as f:
+        while True:
+            data = f.read(_INDEX_CHUNK)
+            chunk = rest + data
+            cut = chunk.rfind(b"\n") + 1 if data else len(chunk)
+            if not cut and len(chunk) > _INDEX_CHUNK:  # no line is this long
+                raise _index_error(path, line, chunk)
+            parts.append(_convert_index(chunk[:cut], path, line))
+            line += chunk.count(b"\n", 0, cut)
+            rest = chunk[cut:]
+            if not data:
+                break
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]

@@ -4,6 +4,7 @@ import concurrent.futures
 import errno
 import os
 import signal
+import stat
 import subprocess
 import sys
 from collections import Counter
@@ -13,6 +14,7 @@ import pytest
 from helpers import wait_until
 
 import queuepipe as qp
+from queuepipe import cli
 from queuepipe.errors import NotFoundError
 from queuepipe.protos import Example, make_example
 from queuepipe.records import RecordScanner, TFRecordWriter, tf_record_iterator
@@ -172,6 +174,7 @@ def test_an_error_in_a_worker_reaches_the_caller_and_other_shards_finish(tmp_pat
 _WRITER = """
 import sys
 import queuepipe as qp
+from queuepipe import cli
 
 if __name__ == "__main__":
     # dict rows: the workers make the Examples, so the shards are written for a while
@@ -207,6 +210,7 @@ def test_ctrl_c_to_the_process_group_leaves_no_temporary_file(tmp_path):
 _NO_GUARD = """
 import os, sys
 import queuepipe as qp
+from queuepipe import cli
 from queuepipe import shards
 
 # No `if __name__ == "__main__":` here, as in write_shards' own docstring example: a spawned
@@ -270,6 +274,7 @@ import os, sys
 import numpy as np
 import distributed
 import queuepipe as qp
+from queuepipe import cli
 
 if __name__ == "__main__":
     rows = {"label": np.arange(40), "blob": [bytes([i]) * 8 for i in range(40)]}
@@ -347,3 +352,26 @@ def test_read_index_line_forms(tmp_path):
 
 def test_public_name():
     assert qp.write_shards is write_shards
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_shards_and_indexes_get_the_umask_mode(tmp_path, umask, mode):
+    """29.14: as TF's writer, a new file's mode is 0o666 less the umask, not always 0o600."""
+    old = os.umask(umask)
+    try:
+        paths = write_shards([b"a", b"bc", b"d"], tmp_path, 2, progress=False)
+        assert cli.main(["convert", "--shards", "1", str(_csv(tmp_path)),
+                         str(tmp_path / "csv")]) == 0
+    finally:
+        os.umask(old)
+    made = paths + [p + ".index" for p in paths] + \
+        [str(p) for p in (tmp_path / "csv").iterdir()]
+    assert len(made) == 6
+    assert {os.path.basename(p): stat.S_IMODE(os.stat(p).st_mode) for p in made} == \
+        {os.path.basename(p): mode for p in made}
+
+
+def _csv(folder):
+    path = folder / "rows.csv"
+    path.write_text("a,b\n1,x\n2,y\n")
+    return path
