@@ -22,8 +22,8 @@ import json
 from typing import Any, Dict
 
 from queuepipe.dtypes import as_dtype
-from queuepipe.parsing import (FixedLenFeature, FixedLenSequenceFeature, VarLenFeature,
-                               _spec_dtype)
+from queuepipe.parsing import FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
+from queuepipe.parsing._specs import _spec_dtype
 
 __all__ = ["read_specs", "spec_code"]
 
