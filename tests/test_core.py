@@ -304,3 +304,21 @@ def test_info_in_a_fresh_process_under_each_switch(core):
     assert "core: not used: the pure-Python path is forced (QUEUEPIPE_PURE=1)\n" in run.stdout
     run = python("from queuepipe import cli; cli.main(['info'])", QUEUEPIPE_REQUIRE_CORE="1")
     assert f"crc32c: {core.CRC_INSTRUCTION} (the compiled core)\n" in run.stdout
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_build_without_a_compiler_warns_once_or_fails_when_the_core_is_required(
+        tmp_path, required):
+    env = {k: v for k, v in os.environ.items() if k != "QUEUEPIPE_REQUIRE_CORE"}
+    env.update(CC="/bin/false", **({"QUEUEPIPE_REQUIRE_CORE": "1"} if required else {}))
+    run = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+         "--build-temp", str(tmp_path / "temp")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert not (tmp_path / "lib").exists()
+    if required:
+        assert run.returncode == 1 and "error: Command" in run.stderr
+    else:
+        assert run.returncode == 0
+        assert run.stderr.count("WARNING: queuepipe's compiled core was not built (") == 1
+        assert "queuepipe will run on its pure-Python path" in run.stderr
