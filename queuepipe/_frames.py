@@ -80,7 +80,7 @@ def _masked_crc32c(data: Buffer) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def _frame(record: bytes) -> bytes:
+def _frame(record: Buffer) -> bytes:
     """Returns ``record`` framed as one TFRecord: header, data, footer."""
     length = struct.pack("<Q", len(record))
     return b"".join((length, _FOOTER.pack(_masked_crc32c(length)), record,
