@@ -14,8 +14,10 @@ import struct
 import subprocess
 import sys
 import threading
+from unittest import mock
 
 import crc32c as crc32c_package
+import numpy as np
 import pytest
 from helpers import fuzz_target
 from hypothesis import given, settings, strategies as st
@@ -172,6 +174,38 @@ def test_a_record_longer_than_a_read_reads_alike(core):
     assert core_result == pure_result and core_result[1][0] is DataLossError
 
 
+def unframed(frames, lengths, core):
+    """What unframe_many gives with ``core`` (None: the pure path): values or the error."""
+    with mock.patch.object(_frames, "core", core):
+        try:
+            return list(_frames.unframe_many(frames, lengths, lambda i: ("f", 100 * i)))
+        except DataLossError as e:
+            return type(e), str(e), e.offset, e.path
+
+
+@given(st.lists(st.binary(max_size=3), min_size=1, max_size=20), st.randoms(use_true_random=False),
+       st.sampled_from(["none", "flip", "cut", "index"]))
+@settings(max_examples=300)
+def test_unframe_many_gives_the_pure_paths_values_and_errors(records, rng, damage):
+    # Short records repeat lengths, so that the pure path's runs (8 or more) are taken too.
+    core = fuzz_records.core_module()
+    if core is None:
+        pytest.skip("the compiled core is not built here")
+    frames = [bytearray(_frames._frame(record)) for record in records]
+    lengths = np.array([len(frame) for frame in frames])
+    i = rng.randrange(len(frames))
+    if damage == "flip":
+        frames[i][rng.randrange(len(frames[i]))] ^= 1 << rng.randrange(8)
+    elif damage == "cut":
+        del frames[i][rng.randrange(len(frames[i])):]
+    elif damage == "index":
+        lengths[i] += rng.choice([-1, 1, 2**40])
+    views = [memoryview(frame) for frame in frames]
+    got = unframed(views, lengths, core)
+    assert got == unframed(views, lengths, None)
+    assert (got == records) == (damage == "none")
+
+
 # -- threads ------------------------------------------------------------------------------
 
 
@@ -267,7 +301,7 @@ def test_pure_switch_forces_the_pure_path(core):
     (UNLOADABLE, r"the compiled core queuepipe\._qpcore is not built or does not load \("
                  r"import of queuepipe\._qpcore halted; None in sys\.modules\)"),
     (STALE, r"the compiled core old\.so is stale: its ABI_VERSION is 0, this queuepipe "
-            r"needs 1; rebuild it \(make, or pip install -e \. again\)"),
+            r"needs 2; rebuild it \(make, or pip install -e \. again\)"),
 ], ids=["unloadable", "stale"])
 def test_a_core_that_cannot_be_used(setup, problem):
     import re
@@ -304,3 +338,21 @@ def test_info_in_a_fresh_process_under_each_switch(core):
     assert "core: not used: the pure-Python path is forced (QUEUEPIPE_PURE=1)\n" in run.stdout
     run = python("from queuepipe import cli; cli.main(['info'])", QUEUEPIPE_REQUIRE_CORE="1")
     assert f"crc32c: {core.CRC_INSTRUCTION} (the compiled core)\n" in run.stdout
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_build_without_a_compiler_warns_once_or_fails_when_the_core_is_required(
+        tmp_path, required):
+    env = {k: v for k, v in os.environ.items() if k != "QUEUEPIPE_REQUIRE_CORE"}
+    env.update(CC="/bin/false", **({"QUEUEPIPE_REQUIRE_CORE": "1"} if required else {}))
+    run = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+         "--build-temp", str(tmp_path / "temp")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert not (tmp_path / "lib").exists()
+    if required:
+        assert run.returncode == 1 and "error: Command" in run.stderr
+    else:
+        assert run.returncode == 0
+        assert run.stderr.count("WARNING: queuepipe's compiled core was not built (") == 1
+        assert "queuepipe will run on its pure-Python path" in run.stderr
