@@ -1,13 +1,27 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up .venv first,
-# installing only what it needs (the demo: numpy, protobuf, crc32c, scikit-learn, tqdm).
+# installing only what it needs (the demo: numpy, protobuf, crc32c, scikit-learn, tqdm), and
+# builds the compiled core (queuepipe/_core/*.c) in place. `make sanitize` runs the record
+# and parsing tests on a core built with AddressSanitizer and UBSan.
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs chromium
+.PHONY: demo test docs chromium core sanitize
 
 $(PY):
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade pip setuptools
+
+# The compiled core, rebuilt in place whenever a C source changes, so that a stale build never
+# shadows an edit (the editable install builds it once; this keeps it current). Without a C
+# compiler the build warns and queuepipe runs on its pure path: the stamp is then not made,
+# and the next make tries again.
+CORE_SOURCES := setup.py $(wildcard queuepipe/_core/*.c queuepipe/_core/*.h)
+
+$(VENV)/.core: $(CORE_SOURCES) | $(PY)
+	$(PY) setup.py -q build_ext --inplace
+	$(PY) -c 'import queuepipe._qpcore' 2>/dev/null && touch $@ || true
+
+core: $(VENV)/.core
 
 $(VENV)/.demo: setup.cfg setup.py | $(PY)
 	$(PY) -m pip install -q -e '.[demo]'
@@ -33,11 +47,37 @@ $(VENV)/.docs: setup.cfg setup.py | $(PY)
 docs: $(VENV)/.docs
 	$(PY) -m mkdocs build --strict
 
-demo: $(VENV)/.demo
+demo: $(VENV)/.demo $(VENV)/.core
 	$(PY) examples/demo.py
 
 # pytest exits 5 when it collected no test: that is a broken setup, never a pass.
-test: $(VENV)/.test
+test: $(VENV)/.test $(VENV)/.core
 	$(PY) -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the setup is broken" >&2; fi; \
 	exit $$rc
+
+# The core built with AddressSanitizer and UBSan (halting at the first report) into its own
+# build directory, whose copy of the package the tests import (pytest run as a script, so that
+# the checkout's own queuepipe/ is not first on the path); then the record and parsing tests,
+# the corpus and the differential fuzzer under it. LD_PRELOAD: the ASan runtime must come
+# before the interpreter's libraries; CPython's own allocations at exit are not leaks; and
+# PYTHONMALLOC=malloc, or an over-read of a small bytes object stays inside pymalloc's arenas.
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer -g -O1
+SANITIZE_TESTS := tests/test_core.py tests/test_records.py tests/test_readers.py \
+	tests/test_parsing.py tests/stress/test_fuzz.py
+SANITIZE_ENV := PYTHONPATH=$(CURDIR)/build/sanitize/lib QUEUEPIPE_REQUIRE_CORE=1 \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc
+
+sanitize: $(VENV)/.test
+	rm -rf build/sanitize
+	CFLAGS="$(SANITIZE_FLAGS)" LDFLAGS="$(SANITIZE_FLAGS)" QUEUEPIPE_WERROR=1 \
+	QUEUEPIPE_REQUIRE_CORE=1 $(PY) setup.py -q build --build-base build/sanitize \
+	--build-lib build/sanitize/lib
+	cd build && $(SANITIZE_ENV) $(abspath $(PY)) -c 'import queuepipe._qpcore as c; \
+	assert "/build/sanitize/lib/" in c.__file__, c.__file__'
+	$(SANITIZE_ENV) $(VENV)/bin/pytest -q -p no:cacheprovider $(SANITIZE_TESTS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the setup is broken" >&2; fi; \
+	[ $$rc -eq 0 ] || exit $$rc
+	$(SANITIZE_ENV) $(PY) fuzz/fuzz_records.py --differential 5000

@@ -7,7 +7,7 @@ usage::
     python benchmarks/instructions.py --data /tmp/bench-data per_record --records 20000
     python benchmarks/instructions.py --data /tmp/bench-data features features_seeded
     python benchmarks/instructions.py --data /tmp/bench-data parse features --workload tokens
-    QUEUEPIPE_PURE=1 python benchmarks/instructions.py ...   # the pure-Python path
+    QUEUEPIPE_PURE=1 python benchmarks/instructions.py --data /tmp/bench-data read  # pure path
 
 Wall-clock rates on a shared 2-core machine vary by half from run to run, too much to see a
 change of a few percent. This runs each pipeline's work with the benchmark's own producer and
@@ -21,6 +21,8 @@ excluded.
   elements, and ``dequeue_many(128)`` whenever it is nearly full.
 * ``bulk``: ``read_up_to(1024)``, ``parse_example``, ``decode_raw`` and ``enqueue_many`` into a
   shuffle queue of 20,000 elements, drained by ``dequeue_many(128)`` down to 10,128.
+* ``read``: ``read_up_to(1024)`` alone: framing and both checksums of every record, what the
+  compiled core does (``QUEUEPIPE_PURE=1``: the pure path's cost).
 * ``features`` and ``features_seeded``: ``bench.py``'s ``qp_bulk`` itself
   (``read_batch_features``, its threads included), unseeded and with ``seed=0``: what a seed
   costs. These count whole epochs, 3 less 1 (``--records`` does not apply), with
@@ -30,7 +32,7 @@ excluded.
 ``--workload`` (mnist, float, tokens, wide) applies to ``features`` and ``parse``; the others
 run on mnist.
 
-per_record and bulk leave threads out on purpose: what they add (GIL hand-overs, cache
+per_record, bulk and read leave threads out on purpose: what they add (GIL hand-overs, cache
 traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's
 package) and the workload that ``bench.py`` writes.
 """
@@ -46,7 +48,7 @@ from typing import Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = 2000  # records of the run that is subtracted (imports, first file, warm-up)
-PIPELINES = ("per_record", "bulk", "features", "features_seeded", "parse")
+PIPELINES = ("per_record", "bulk", "read", "features", "features_seeded", "parse")
 EPOCHS = 3  # of the features pipelines' measured run (their baseline: one epoch)
 
 
@@ -71,6 +73,11 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
     filenames.enqueue_many([files * 3])
     filenames.close()
     reader = qp.TFRecordReader()
+    if pipeline == "read":
+        done = 0
+        while done < records:
+            done += len(reader.read_up_to(filenames, bench.BULK_CHUNK)[1])
+        return records
     if pipeline == "parse":
         specs, done = bench._specs(qp, workload), 0
         while done < records:

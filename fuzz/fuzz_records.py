@@ -17,14 +17,27 @@ Run it with atheris (``pip install atheris``)::
   ``parse_example`` on a batch (which takes the layout fast path) must agree with the
   per-record parser record by record.
 
+In modes 0 and 1, where the compiled core is built, the same bytes are also read with the
+core's frame scan and with the pure path, which must give equal records, skips and errors
+(type, message, offset): :func:`check_core_agrees`.
+
 Any other exception, or a disagreement, is a bug: it propagates and atheris reports it.
 The tests in ``tests/stress/test_fuzz.py`` call ``TestOneInput`` on generated inputs.
+
+Without atheris, ``python fuzz/fuzz_records.py --differential N [--seed S]`` runs only the
+core-against-pure check on N generated hostile frame buffers (:func:`hostile_frames`) and
+writes an input they disagree on to ``tests/corpus/frames/``, the regression corpus.
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
+import contextlib
+import hashlib
+import importlib
 import os
+import random
 import struct
 import sys
 import tempfile
@@ -33,7 +46,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 import queuepipe as qp
-from queuepipe.records import RecordScanner, masked_crc32c
+from queuepipe import _frames, records
+from queuepipe.records import RecordScanner, frame, masked_crc32c
 
 _SPEC = {
     "i": qp.io.FixedLenFeature([], qp.int64, default_value=-1),
@@ -74,12 +88,12 @@ def reference_frames(data: bytes):
     return records, None
 
 
-def _scan(corrupt_records: str):
+def _scan(corrupt_records: str, batch_size: int = 7):
     scanner = RecordScanner(_PATH, corrupt_records=corrupt_records)
     out, error = [], None
     try:
         while True:
-            batch = scanner.next_batch(7)
+            batch = scanner.next_batch(batch_size)
             if not batch:
                 break
             out.extend(batch)
@@ -113,6 +127,121 @@ def check_records(data: bytes, corrupt_records: str) -> None:
         assert reference_frames(data[offset:offset + len(payload) + 16])[0] == \
             [(0, payload)], f"skip mode returned a damaged frame at {offset}"
     assert (skipped > 0) == (damage is not None), (skipped, damage)
+    check_core_agrees(data, corrupt_records)
+
+
+# -- the compiled core against the pure path ---------------------------------------------
+
+CORPUS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests",
+                          "corpus", "frames")
+
+
+def core_module():
+    """``queuepipe._qpcore`` where it is built, whatever ``QUEUEPIPE_PURE`` says; else None."""
+    try:
+        return importlib.import_module("queuepipe._qpcore")
+    except ImportError:
+        return None
+
+
+@contextlib.contextmanager
+def _framing(core):
+    """Makes the record scanner use ``core``'s framing (None: the pure path's) meanwhile."""
+    saved = records._scan_frames, records.masked_crc32c
+    records._scan_frames = core.scan_frames if core else None
+    records.masked_crc32c = core.masked_crc32c if core else _frames._masked_crc32c
+    try:
+        yield
+    finally:
+        records._scan_frames, records.masked_crc32c = saved
+
+
+def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7):
+    """What the core and the pure path read from ``data``: ``(records, error, skipped)``
+    each, the error as ``(type, message, offset, path)``; None when the core is not built."""
+    core = core_module()
+    if core is None:
+        return None
+    with open(_PATH, "wb") as f:
+        f.write(data)
+    results = []
+    for implementation in (core, None):
+        with _framing(implementation):
+            got, error, skipped = _scan(corrupt_records, batch_size)
+        results.append((got, error and (type(error), str(error), error.offset, error.path),
+                        skipped))
+    return results
+
+
+def check_core_agrees(data: bytes, corrupt_records: str, batch_size: int = 7) -> None:
+    """The core's frame scan and the pure path read ``data`` alike (nothing to compare when
+    the core is not built)."""
+    both = scan_both(data, corrupt_records, batch_size)
+    if both is not None:
+        core, pure = both
+        assert core == pure, f"core and pure path disagree: {core!r} != {pure!r}"
+
+
+# Lengths a hostile header gives, its length checksum right: at and around 2**63 and 2**64.
+HOSTILE_LENGTHS = (2**63 - 17, 2**63 - 16, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 17,
+                   2**64 - 16, 2**64 - 1, 2**32, 2**31)
+
+
+def _header(length: int) -> bytes:
+    encoded = struct.pack("<Q", length)
+    return encoded + struct.pack("<I", masked_crc32c(encoded))
+
+
+def hostile_frames(rng: random.Random) -> bytes:
+    """A buffer of TFRecord frames, intact and damaged: data or checksums flipped, lengths
+    near 2**63 and 2**64 - 1 or a few bytes off (their checksums right), garbage between
+    frames, and the whole cut short at a random place."""
+    parts = []
+    for _ in range(rng.randrange(1, 10)):
+        data = rng.randbytes(rng.choice((0, 1, rng.randrange(64), rng.randrange(2000))))
+        kind = rng.choice(("intact", "intact", "intact", "huge", "off_by", "length_crc",
+                           "data", "data_crc", "garbage", "run"))
+        framed = bytearray(frame(data))
+        if kind == "huge":
+            framed = bytearray(_header(rng.choice(HOSTILE_LENGTHS)) + data[:rng.randrange(40)])
+        elif kind == "off_by":
+            framed[:12] = _header(max(0, len(data) + rng.randrange(-20, 21)))
+        elif kind == "length_crc":
+            framed[rng.randrange(12)] ^= 1 << rng.randrange(8)
+        elif kind == "data" and data:
+            framed[12 + rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        elif kind == "data_crc":
+            framed[-rng.randrange(1, 5)] ^= 1 << rng.randrange(8)
+        elif kind == "garbage":
+            framed = bytearray(rng.randbytes(rng.randrange(1, 30)))
+        elif kind == "run":  # records of one length back to back, as the pure run path takes
+            framed = bytearray(frame(data[:40]) * rng.randrange(8, 40))
+        parts.append(bytes(framed))
+    buffer = b"".join(parts)
+    if rng.random() < 0.3:
+        buffer = buffer[:rng.randrange(len(buffer) + 1)]
+    return buffer
+
+
+def run_differential(count: int, seed: int) -> None:
+    """Checks the core against the pure path on ``count`` hostile buffers, both policies
+    and several batch sizes; saves the first input they disagree on to the corpus."""
+    if core_module() is None:
+        raise SystemExit("the compiled core is not built: nothing to compare with "
+                         "(pip install -e . or make)")
+    rng = random.Random(seed)
+    for n in range(count):
+        data = hostile_frames(rng)
+        try:
+            for policy in ("raise", "skip"):
+                check_core_agrees(data, policy, rng.choice((1, 7, 1000)))
+        except AssertionError:
+            name = os.path.join(CORPUS_DIR, hashlib.sha256(data).hexdigest()[:16] + ".bin")
+            with open(name, "wb") as f:
+                f.write(data)
+            print(f"input {n} (seed {seed}): disagreement, saved as {name}", file=sys.stderr)
+            raise
+    print(f"{count} inputs (seed {seed}): the core and the pure path agree on every one")
 
 
 # -- Examples ----------------------------------------------------------------------------
@@ -313,9 +442,17 @@ def TestOneInput(data: bytes) -> None:  # noqa: N802 - the name atheris looks fo
 def main() -> None:
     import logging
 
+    logging.getLogger("queuepipe.records").setLevel(logging.ERROR)  # skips are expected
+    if "--differential" in sys.argv:
+        parser = argparse.ArgumentParser(description="the core against the pure path")
+        parser.add_argument("--differential", type=int, metavar="N", required=True)
+        parser.add_argument("--seed", type=int, default=0)
+        args = parser.parse_args()
+        run_differential(args.differential, args.seed)
+        return
+
     import atheris
 
-    logging.getLogger("queuepipe.records").setLevel(logging.ERROR)  # skips are expected
     atheris.instrument_all()
     atheris.Setup(sys.argv, TestOneInput)
     atheris.Fuzz()

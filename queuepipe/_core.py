@@ -44,8 +44,7 @@ def _load() -> Tuple[Optional[ModuleType], str]:
     else:
         found = getattr(module, "ABI_VERSION", None)
         if found == ABI_VERSION:
-            return module, (f"compiled and loaded from {module.__file__}, CRC-32C by "
-                            f"{module.CRC_INSTRUCTION}")
+            return module, f"compiled and loaded from {module.__file__}"
         problem = (f"the compiled core {module.__file__} is stale: its ABI_VERSION is "
                    f"{found!r}, this queuepipe needs {ABI_VERSION}; rebuild it (make, or "
                    f"pip install -e . again)")

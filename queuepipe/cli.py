@@ -11,6 +11,8 @@ Subcommands (``queuepipe SUBCOMMAND --help`` describes each):
 - ``convert SRC OUT_DIR --shards N``: IDX (MNIST), CSV or NPZ to TFRecord shards of Examples.
 - ``bench``: the benchmark suite of a source checkout, or a small built-in throughput check.
 - ``demo``: the end-to-end demo of a source checkout.
+- ``info``: the version, whether the compiled core runs (and its CRC instruction), and the
+  versions of Python, NumPy and protobuf.
 
 Compression (GZIP/ZLIB) is recognised from the first bytes of a file unless
 ``--compression`` says otherwise. Long work shows a progress bar on a terminal when tqdm is
@@ -558,6 +560,27 @@ def _cmd_demo(args) -> int:
     return _run_script_main(demo, "queuepipe_examples_demo", args.demo_args)
 
 
+def _cmd_info(args) -> int:
+    import platform
+
+    import google.protobuf
+    import numpy
+    from google.protobuf.internal import api_implementation
+
+    from queuepipe import _core
+
+    crc = (f"{_core.core.CRC_INSTRUCTION} (the compiled core)" if _core.core else
+           "the crc32c package (the pure-Python path)")
+    print(f"queuepipe: {__version__}\n"
+          f"core: {_core.description}\n"
+          f"crc32c: {crc}\n"
+          f"python: {platform.python_version()} ({platform.python_implementation()}, "
+          f"{sys.executable})\n"
+          f"numpy: {numpy.__version__}\n"
+          f"protobuf: {google.protobuf.__version__} ({api_implementation.Type()})")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # The parser and main
 
@@ -674,6 +697,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("demo", _cmd_demo, "run the end-to-end demo",
                 "Run examples/demo.py of a source checkout; arguments after '--' go to it.")
     p.add_argument("demo_args", nargs="*", metavar="ARG", help=argparse.SUPPRESS)
+
+    command("info", _cmd_info, "print versions and whether the compiled core runs",
+            "Print queuepipe's version, whether its compiled core is built and loaded (or why "
+            "not) and the CRC-32C instruction it uses (sse4.2, armv8 or table), and the "
+            "versions of Python, NumPy and protobuf.")
     return parser
 
 

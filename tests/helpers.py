@@ -4,6 +4,8 @@ Tests import them as ``from helpers import wait_until``: pytest puts ``tests/`` 
 """
 
 import gzip
+import importlib.util
+import os
 import struct
 import textwrap
 import time
@@ -20,6 +22,21 @@ IMAGE_SPEC = {"image": qp.io.FixedLenFeature([], qp.string),
 _IDX_TYPE_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int8): 0x09, np.dtype(np.int16): 0x0B,
                    np.dtype(np.int32): 0x0C, np.dtype(np.float32): 0x0D,
                    np.dtype(np.float64): 0x0E}
+
+
+def fuzz_target():
+    """The atheris target ``fuzz/fuzz_records.py`` as a module (loaded once)."""
+    module = _FUZZ_TARGET.get("module")
+    if module is None:
+        path = os.path.join(os.path.dirname(__file__), os.pardir, "fuzz", "fuzz_records.py")
+        spec = importlib.util.spec_from_file_location("fuzz_records", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _FUZZ_TARGET["module"] = module
+    return module
+
+
+_FUZZ_TARGET = {}
 
 
 def wait_until(condition, what="the condition held", timeout=10.0):

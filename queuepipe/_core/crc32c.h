@@ -13,6 +13,13 @@
 /* The delta TFRecord adds to a rotated CRC (TensorFlow's crc32c::Mask). */
 #define QP_CRC_MASK_DELTA 0xa282ead8u
 
+/* The masked form of a CRC that TFRecord frames store (TensorFlow's crc32c::Mask). */
+static inline uint32_t
+qp_crc32c_mask(uint32_t crc)
+{
+    return ((crc >> 15) | (crc << 17)) + QP_CRC_MASK_DELTA;
+}
+
 void qp_crc32c_init(void);
 
 /* "sse4.2", "armv8" or "table": the implementation qp_crc32c_init() chose. */
@@ -21,6 +28,10 @@ const char *qp_crc32c_instruction(void);
 /* The CRC-32C of data[0:len] continuing from crc, the CRC-32C of the bytes before
  * (0 for none): qp_crc32c(qp_crc32c(0, a), b) == qp_crc32c(0, a + b). */
 uint32_t qp_crc32c(uint32_t crc, const uint8_t *data, size_t len);
+
+/* qp_crc32c of three buffers of one length at once: crcs[k] = qp_crc32c(crcs[k], data[k],
+ * len), faster than three calls where the CRC is an instruction (its latency overlapped). */
+void qp_crc32c_3(uint32_t crcs[3], const uint8_t *const data[3], size_t len);
 
 /* qp_crc32c by the table, whatever the CPU has: lets tests check both implementations. */
 uint32_t qp_crc32c_by_table(uint32_t crc, const uint8_t *data, size_t len);

@@ -78,7 +78,7 @@ py_masked_crc32c(PyObject *self, PyObject *arg)
     }
     uint32_t crc = crc_of(0, &data, qp_crc32c);
     PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(((crc >> 15) | (crc << 17)) + QP_CRC_MASK_DELTA);
+    return PyLong_FromUnsignedLong(qp_crc32c_mask(crc));
 }
 
 PyDoc_STRVAR(frame_doc,
@@ -198,9 +198,10 @@ py_scan_frames(PyObject *self, PyObject *args)
                      max_records, base);
         goto done;
     }
-    /* A frame takes at least 16 bytes: the arrays are bounded by the buffer, never by a
-     * length read from it. */
-    size_t cap = (size_t)(end - pos) / QP_FRAME_BYTES;
+    /* A frame takes at least 16 bytes, so at most (end - pos) / 16 fit: the arrays are
+     * bounded by the buffer, never by a length read from it. One more than fit lets the
+     * scan go on to the frame after them and say why it stops there. */
+    size_t cap = (size_t)(end - pos) / QP_FRAME_BYTES + 1;
     if ((size_t)max_records < cap) {
         cap = (size_t)max_records;
     }

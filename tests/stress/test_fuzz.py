@@ -5,23 +5,18 @@ a slow reference decoder); here hypothesis and a generated corpus feed it, and a
 field is shown to fail without allocating what it claims.
 """
 
-import importlib.util
-import os
 import random
 import struct
 import tracemalloc
 
 import pytest
+from helpers import fuzz_target
 from hypothesis import given, settings, strategies as st
 
 import queuepipe as qp
 from queuepipe.records import frame, masked_crc32c
 
-_TARGET = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "fuzz",
-                       "fuzz_records.py")
-_spec = importlib.util.spec_from_file_location("fuzz_records", _TARGET)
-fuzz_records = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(fuzz_records)
+fuzz_records = fuzz_target()
 
 CORPUS_SIZE = 600
 

@@ -1,0 +1,324 @@
+"""The compiled core (``queuepipe._qpcore``) against the pure path, and its switches.
+
+The core's framing must read every input as the pure path does: equal records, equal skips,
+equal errors (type, message, offset). The comparison lives in the fuzz target
+(``fuzz/fuzz_records.py``: :func:`check_core_agrees`), fed here by hypothesis and by the
+regression corpus ``tests/corpus/frames/``. Where the core is not built the comparisons are
+skipped, except under ``QUEUEPIPE_REQUIRE_CORE=1``, where they fail.
+"""
+
+import glob
+import os
+import random
+import struct
+import subprocess
+import sys
+import threading
+
+import crc32c as crc32c_package
+import pytest
+from helpers import fuzz_target
+from hypothesis import given, settings, strategies as st
+
+from queuepipe import _core, _frames, cli
+from queuepipe.errors import DataLossError
+from queuepipe.records import RecordScanner
+
+fuzz_records = fuzz_target()
+CORPUS = os.path.join(os.path.dirname(__file__), "corpus", "frames")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+OK, SHORT_HEADER, LENGTH_CRC, SHORT_RECORD, DATA_CRC = range(5)  # qp_frames_status
+
+
+@pytest.fixture(scope="module")
+def core():
+    module = fuzz_records.core_module()
+    if module is None:
+        if os.environ.get("QUEUEPIPE_REQUIRE_CORE", "") not in ("", "0"):
+            pytest.fail("QUEUEPIPE_REQUIRE_CORE is set but queuepipe._qpcore does not import")
+        pytest.skip("the compiled core is not built here (pip install -e . or make builds it)")
+    return module
+
+
+def header(length):
+    encoded = struct.pack("<Q", length)
+    return encoded + struct.pack("<I", _frames._masked_crc32c(encoded))
+
+
+# -- CRC-32C and framing ----------------------------------------------------------------
+
+
+def test_every_crc_implementation_gives_the_check_value_and_the_packages_crc(core):
+    assert core.CRC_INSTRUCTION in ("sse4.2", "armv8", "table")
+    for crc in (core.crc32c, core.crc32c_by_table):
+        assert crc(b"123456789") == 0xE3069283  # the CRC-32C check value
+        rng = random.Random(1)
+        data = rng.randbytes(300_000)  # past the size the GIL is released at
+        for start in range(9):  # every alignment
+            for size in (0, 1, 7, 8, 9, 15, 16, 63, 1000, 70_000, 299_000):
+                piece = data[start:start + size]
+                assert crc(piece) == crc32c_package.crc32c(piece), (crc, start, size)
+                assert crc(piece[5:], crc(piece[:5])) == crc32c_package.crc32c(piece)
+
+
+@given(st.binary(max_size=300))
+@settings(max_examples=200)
+def test_masked_crc_and_frame_equal_the_pure_ones(data):
+    core = fuzz_records.core_module()
+    if core is None:
+        pytest.skip("the compiled core is not built here")
+    assert core.masked_crc32c(data) == _frames._masked_crc32c(data)
+    assert core.frame(data) == _frames._frame(data)
+    assert core.frame(memoryview(bytearray(data))) == _frames._frame(data)
+
+
+def test_scan_stops_at_each_kind_of_damage_with_its_status(core):
+    good = _frames._frame(b"abc") + _frames._frame(b"")
+    cases = {
+        "intact": (good, OK, len(good)),
+        "short header": (good + b"\0" * 11, SHORT_HEADER, len(good)),
+        "length crc": (good + bytes(12), LENGTH_CRC, len(good)),
+        "short record": (good + header(5) + b"abcde", SHORT_RECORD, len(good)),
+        "data crc": (good + _frames._frame(b"xyz")[:-1] + b"\0", DATA_CRC, len(good)),
+    }
+    for name, (buffer, status, stop) in cases.items():
+        offsets, records, got_stop, got_status = core.scan_frames(buffer, 0, len(buffer),
+                                                                  100, 1000)
+        assert (offsets, records) == ([1000, 1019], [b"abc", b""]), name
+        assert (got_stop, got_status) == (stop, status), name
+
+
+@pytest.mark.parametrize("length", fuzz_records.HOSTILE_LENGTHS)
+def test_a_huge_length_with_a_right_checksum_is_a_short_record(core, length):
+    buffer = bytearray(header(length) + b"x" * 100)
+    assert core.scan_frames(buffer, 0, len(buffer), 10, 0) == ([], [], 0, SHORT_RECORD)
+
+
+def test_scan_takes_at_most_max_records_from_pos_to_end(core):
+    buffer = b"junk" + b"".join(_frames._frame(bytes([i]) * i) for i in range(5))
+    offsets, records, stop, status = core.scan_frames(buffer, 4, len(buffer), 3, 10)
+    assert records == [b"", b"\1", b"\2\2"] and offsets == [14, 30, 47] and status == OK
+    assert stop == 4 + 16 + 17 + 18
+    assert core.scan_frames(buffer, 4, 4 + 16 + 5, 3, 0) == ([4], [b""], 20, SHORT_HEADER)
+
+
+@pytest.mark.parametrize("args", [(-1, 4, 1, 0), (5, 4, 1, 0), (0, 1000, 1, 0)])
+def test_scan_refuses_a_range_outside_the_buffer(core, args):
+    with pytest.raises(ValueError, match=r"^scan_frames: pos -?\d+ and end \d+ must satisfy "
+                                         r"0 <= pos <= end <= 10, the buffer's length$"):
+        core.scan_frames(bytes(10), *args)
+
+
+def test_scan_refuses_a_negative_count(core):
+    with pytest.raises(ValueError, match=r"^scan_frames: max_records \(-1\) and base \(0\) "
+                                         r"must be >= 0$"):
+        core.scan_frames(bytes(10), 0, 10, -1, 0)
+
+
+# -- the core reads what the pure path reads ----------------------------------------------
+
+
+@given(st.randoms(use_true_random=False), st.sampled_from(["raise", "skip"]),
+       st.sampled_from([1, 7, 1000]))
+@settings(max_examples=300)
+def test_core_and_pure_path_read_hostile_buffers_alike(rng, policy, batch_size):
+    if fuzz_records.core_module() is None:
+        pytest.skip("the compiled core is not built here")
+    fuzz_records.check_core_agrees(fuzz_records.hostile_frames(rng), policy, batch_size)
+
+
+def corpus_inputs():
+    return sorted(glob.glob(os.path.join(CORPUS, "*.bin")))
+
+
+def test_the_corpus_is_there():
+    assert len(corpus_inputs()) >= 5
+
+
+@pytest.mark.parametrize("path", corpus_inputs(), ids=os.path.basename)
+@pytest.mark.parametrize("policy", ["raise", "skip"])
+def test_corpus_inputs_read_alike(core, path, policy):
+    with open(path, "rb") as f:
+        data = f.read()
+    for batch_size in (1, 7, 1000):
+        fuzz_records.check_core_agrees(data, policy, batch_size)
+
+
+def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch):
+    class Lossy:  # a core whose scan drops the last record it took
+        masked_crc32c = core.masked_crc32c
+
+        @staticmethod
+        def scan_frames(*args):
+            offsets, records, stop, status = core.scan_frames(*args)
+            return offsets[:-1], records[:-1], stop, status
+
+    monkeypatch.setattr(fuzz_records, "core_module", lambda: Lossy)
+    data = b"".join(_frames._frame(bytes([i])) for i in range(3))
+    with pytest.raises(AssertionError, match="core and pure path disagree"):
+        fuzz_records.check_core_agrees(data, "raise")
+
+
+def test_a_record_longer_than_a_read_reads_alike(core):
+    big = random.Random(2).randbytes(3 << 20)  # three of the scanner's 1 MiB reads
+    data = _frames._frame(b"a") + _frames._frame(big) + _frames._frame(b"b")
+    core_result, pure_result = fuzz_records.scan_both(data, "raise", 10)
+    assert core_result == pure_result
+    assert [record for _, record in core_result[0]] == [b"a", big, b"b"]
+    damaged = bytearray(data)
+    damaged[17 + 12 + 100] ^= 1
+    core_result, pure_result = fuzz_records.scan_both(bytes(damaged), "raise", 10)
+    assert core_result == pure_result and core_result[1][0] is DataLossError
+
+
+# -- threads ------------------------------------------------------------------------------
+
+
+def test_four_threads_scan_at_once_and_every_value_is_right(core, tmp_path):
+    records = [random.Random(i).randbytes(i % 700) for i in range(3000)]
+    buffer = b"".join(map(_frames._frame, records))
+    path = tmp_path / "four.tfrecord"
+    path.write_bytes(buffer)
+    results, errors = [None] * 4, []
+
+    def scan(i):
+        try:
+            if i % 2:  # through the record scanner, in batches
+                with RecordScanner(path) as scanner:
+                    results[i] = [record for _, record in scanner.next_batch(len(records) + 1)]
+            else:  # the core's call, over the one shared buffer, 100 times
+                for _ in range(100):
+                    got = core.scan_frames(buffer, 0, len(buffer), len(records), 0)[1]
+                    if got != records:
+                        results[i] = got
+                        return
+                results[i] = got
+        except BaseException as e:  # noqa: B902 - reported by the test thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=scan, args=(i,), name=f"scan-{i}") for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert all(result == records for result in results)
+
+
+def test_the_scan_releases_the_gil(core):
+    # With a switch interval far longer than the test, a thread holding the GIL keeps it until
+    # it releases it itself. The main thread waits for the scanning thread to start; it can run
+    # again before the scan returns only if the scan released the GIL. (If the machine does not
+    # schedule the main thread during one scan, the next attempt sees it.)
+    buffer = b"".join(_frames._frame(bytes(1 << 20)) for _ in range(64))
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        overlapped = []
+        for _ in range(5):
+            started, done = threading.Event(), threading.Event()
+
+            def scan():
+                started.set()
+                core.scan_frames(buffer, 0, len(buffer), 64, 0)
+                done.set()
+
+            thread = threading.Thread(target=scan, name="gil-scan")
+            thread.start()
+            started.wait()
+            overlapped.append(not done.is_set())
+            thread.join()
+            if overlapped[-1]:
+                break
+    finally:
+        sys.setswitchinterval(switch)
+    assert overlapped[-1], f"the main thread never ran during a scan: {overlapped}"
+
+
+# -- the switches and `queuepipe info` -----------------------------------------------------
+
+
+def python(code, **env):
+    """Runs ``code`` in a fresh interpreter with ``env`` added; returns the finished process."""
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("QUEUEPIPE_PURE", "QUEUEPIPE_REQUIRE_CORE")}
+    full.update(env, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, "-W", "always::RuntimeWarning", "-c", code],
+                          capture_output=True, text=True, env=full, cwd=ROOT, timeout=60)
+
+
+UNLOADABLE = "import sys; sys.modules['queuepipe._qpcore'] = None\n"
+STALE = ("import sys, types; stale = types.ModuleType('queuepipe._qpcore'); "
+         "stale.ABI_VERSION = 0; stale.__file__ = 'old.so'; "
+         "sys.modules['queuepipe._qpcore'] = stale\n")
+SHOW = "import queuepipe, queuepipe._core as c; print(c.core is None, '|', c.description)"
+
+
+def test_pure_switch_forces_the_pure_path(core):
+    run = python(SHOW, QUEUEPIPE_PURE="1")
+    assert run.returncode == 0 and run.stderr == ""
+    assert run.stdout == "True | not used: the pure-Python path is forced (QUEUEPIPE_PURE=1)\n"
+    run = python(SHOW)
+    assert run.stdout.startswith("False | compiled and loaded from ") and run.stderr == ""
+
+
+@pytest.mark.parametrize("setup, problem", [
+    (UNLOADABLE, r"the compiled core queuepipe\._qpcore is not built or does not load \("
+                 r"import of queuepipe\._qpcore halted; None in sys\.modules\)"),
+    (STALE, r"the compiled core old\.so is stale: its ABI_VERSION is 0, this queuepipe "
+            r"needs 1; rebuild it \(make, or pip install -e \. again\)"),
+], ids=["unloadable", "stale"])
+def test_a_core_that_cannot_be_used(setup, problem):
+    import re
+
+    run = python(setup + SHOW, QUEUEPIPE_REQUIRE_CORE="1")
+    assert run.returncode == 1
+    assert re.search(r"ImportError: QUEUEPIPE_REQUIRE_CORE is set but " + problem + "\n",
+                     run.stderr), run.stderr
+    run = python(setup + SHOW)  # without the switch: one warning, and the pure path
+    assert run.returncode == 0 and run.stdout.startswith("True | not used: ")
+    assert re.search(r"RuntimeWarning: queuepipe runs on its pure-Python path, correct but "
+                     r"slower: " + problem + "\n", run.stderr), run.stderr
+    assert run.stderr.count("RuntimeWarning") == 1
+
+
+def test_abi_numbers_of_both_sides_are_one(core):
+    assert core.ABI_VERSION == _core.ABI_VERSION
+
+
+def test_info_says_which_path_runs(capsys):
+    assert cli.main(["info"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "queuepipe", "core", "crc32c", "python", "numpy", "protobuf"]
+    assert lines[1] == f"core: {_core.description}"
+    if _core.core is not None:
+        assert lines[2] == f"crc32c: {_core.core.CRC_INSTRUCTION} (the compiled core)"
+    else:
+        assert lines[2] == "crc32c: the crc32c package (the pure-Python path)"
+
+
+def test_info_in_a_fresh_process_under_each_switch(core):
+    run = python("from queuepipe import cli; cli.main(['info'])", QUEUEPIPE_PURE="1")
+    assert "core: not used: the pure-Python path is forced (QUEUEPIPE_PURE=1)\n" in run.stdout
+    run = python("from queuepipe import cli; cli.main(['info'])", QUEUEPIPE_REQUIRE_CORE="1")
+    assert f"crc32c: {core.CRC_INSTRUCTION} (the compiled core)\n" in run.stdout
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_build_without_a_compiler_warns_once_or_fails_when_the_core_is_required(
+        tmp_path, required):
+    env = {k: v for k, v in os.environ.items() if k != "QUEUEPIPE_REQUIRE_CORE"}
+    env.update(CC="/bin/false", **({"QUEUEPIPE_REQUIRE_CORE": "1"} if required else {}))
+    run = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+         "--build-temp", str(tmp_path / "temp")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert not (tmp_path / "lib").exists()
+    if required:
+        assert run.returncode == 1 and "error: Command" in run.stderr
+    else:
+        assert run.returncode == 0
+        assert run.stderr.count("WARNING: queuepipe's compiled core was not built (") == 1
+        assert "queuepipe will run on its pure-Python path" in run.stderr
