@@ -1029,3 +1029,13 @@ def test_a_lone_sparse_component_in_a_list_or_tuple_comes_back_in_one(container)
         batch = batches.dequeue()
     assert type(batch) is container and len(batch) == 1
     assert isinstance(batch[0], qp.SparseValue) and batch[0].dense_shape.tolist() == [2, 2]
+
+
+def test_read_batch_features_takes_a_thread_per_usable_core_when_the_core_parses(monkeypatch):
+    from queuepipe import features
+
+    monkeypatch.setattr(features.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    monkeypatch.setattr(features, "core_available", lambda: True)
+    assert features._default_enqueue_threads() == 3
+    monkeypatch.setattr(features, "core_available", lambda: False)  # the GIL: one thread
+    assert features._default_enqueue_threads() == 1
