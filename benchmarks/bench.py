@@ -9,7 +9,10 @@ What it does, in one run:
 
 1. Makes sure the workloads exist: ``DATA/mnist/`` (``image``: 784 raw uint8 bytes, ``label``:
    int64), ``DATA/float/`` (``sha256`` bytes, ``feature``: float_list[128], ``label``) and
-   ``DATA/tokens/`` (``tokens``: 8 to 256 int64 ids, a VarLenFeature; ``label``),
+   ``DATA/tokens/`` (``tokens``: 8 to 256 int64 ids, a VarLenFeature; ``label``) and
+   ``DATA/wide/`` (200 features ``f0``..``f199``, int64, float and bytes by ``i % 3``, even
+   ``i`` a FixedLenFeature with a default and odd ``i`` a VarLenFeature of 0 to 2 values,
+   each record holding a random 80% of them; ``label``; at most 20,000 records),
    record ``i`` in shard ``i % shards``, the same content as ``peers/make_data.py`` writes with
    TensorFlow (``--data`` reuses those files; without it queuepipe writes them, with
    ``--records`` and ``--shards``). ``DATA/mnist-gzip/`` holds GZIP copies for the scaling table.
@@ -32,6 +35,9 @@ What it does, in one run:
    count and the label sum against ``truth.npz``). The exit status is 1 only when that check
    fails: a speed target missed on a busy host is a figure, not an error.
 5. A scaling table: 1, 2 and 4 threads, GZIP shards, and the float-feature workload.
+
+``--pure`` runs queuepipe's pipelines on the pure-Python path (``QUEUEPIPE_PURE=1`` in the
+children), so that one command measures each path on every workload.
 
 Every figure is in the format ``bench_peers.py`` prints, plus ``peak_rss_kib``. Our
 ``first_batch`` and ``seconds`` run from the subprocess's launch; the peers' from the start of
@@ -73,8 +79,8 @@ def shard_paths(directory: str, shards: int) -> list:
 
 
 def write_workloads(data: str, records: int, shards: int) -> None:
-    """Writes ``mnist/``, ``float/``, ``tokens/`` and ``truth.npz`` as ``peers/make_data.py``
-    does (the same content from the same seed)."""
+    """Writes ``mnist/``, ``float/``, ``tokens/``, ``wide/`` and ``truth.npz`` as
+    ``peers/make_data.py`` does (the same content from the same seed)."""
     import hashlib
 
     import numpy as np
@@ -103,8 +109,37 @@ def write_workloads(data: str, records: int, shards: int) -> None:
             writers[i % shards].write(make_example(features).SerializeToString())
         for writer in writers:
             writer.close()
+    write_wide(data, labels, records, shards)
     np.savez(os.path.join(data, "truth.npz"), images=images, labels=labels, floats=floats,
-             token_lengths=lengths, token_sum=np.int64(sum(int(t.sum()) for t in tokens)))
+             token_lengths=lengths, token_sum=np.int64(sum(int(t.sum()) for t in tokens)),
+             wide_records=np.int64(min(records, WIDE_MAX)))
+
+
+WIDE_KEYS, WIDE_MAX = 200, 20000
+
+
+def write_wide(data: str, labels, records: int, shards: int) -> None:
+    """``DATA/wide/``: records holding different subsets of 200 features, as
+    ``peers/make_data.py`` writes them."""
+    import numpy as np
+
+    import queuepipe as qp
+    from queuepipe.protos import make_example
+
+    rng = np.random.default_rng(1)
+    directory = os.path.join(data, "wide")
+    os.makedirs(directory, exist_ok=True)
+    writers = [qp.io.TFRecordWriter(path) for path in shard_paths(directory, shards)]
+    for r in range(min(records, WIDE_MAX)):
+        present = rng.random(WIDE_KEYS) < 0.8
+        counts = np.where(np.arange(WIDE_KEYS) % 2 == 0, 1, rng.integers(0, 3, WIDE_KEYS))
+        features = {"label": [int(labels[r])]}
+        for i in np.flatnonzero(present).tolist():
+            k = int(counts[i])
+            features[f"f{i}"] = ([7 * r + i] * k, [0.5 * i] * k, [b"v%d" % i] * k)[i % 3]
+        writers[r % shards].write(make_example(features).SerializeToString())
+    for writer in writers:
+        writer.close()
 
 
 def write_gzip_copy(data: str) -> None:
@@ -129,6 +164,8 @@ def truth(data: str, epochs: int, workload: str = "mnist") -> dict:
 
     with np.load(os.path.join(data, "truth.npz")) as z:
         labels = z["labels"]
+        if workload == "wide":
+            labels = labels[:int(z["wide_records"])]
         expected = {"examples": len(labels) * epochs, "label_sum": int(labels.sum()) * epochs}
         if workload == "tokens":
             expected["token_sum"] = int(z["token_sum"]) * epochs
@@ -145,6 +182,14 @@ def _specs(qp, workload: str) -> dict:
     if workload == "tokens":  # a VarLenFeature: SparseValues through the queues
         return {"tokens": qp.io.VarLenFeature(qp.int64),
                 "label": qp.io.FixedLenFeature([], qp.int64)}
+    if workload == "wide":  # bench_peers.py's wide_spec
+        kinds = [(qp.int64, 0), (qp.float32, 0.0), (qp.string, b"")]
+        spec = {"label": qp.io.FixedLenFeature([], qp.int64)}
+        for i in range(WIDE_KEYS):
+            dtype, default = kinds[i % 3]
+            spec[f"f{i}"] = qp.io.VarLenFeature(dtype) if i % 2 else \
+                qp.io.FixedLenFeature([], dtype, default_value=default)
+        return spec
     return {"sha256": qp.io.FixedLenFeature([], qp.string),
             "feature": qp.io.FixedLenFeature([128], qp.float32),
             "label": qp.io.FixedLenFeature([], qp.int64)}
@@ -464,8 +509,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", metavar="JSON", help="write every run's figures here")
     ap.add_argument("--plot", metavar="PNG", help="draw steady rates here (needs matplotlib)")
     ap.add_argument("--no-scaling", action="store_true", help="skip the scaling table")
-    ap.add_argument("--workload", default="mnist", choices=("mnist", "float", "tokens"),
-                    help="the main table's workload (tokens: a VarLenFeature of 8 to 256 ids)")
+    ap.add_argument("--workload", default="mnist", choices=("mnist", "float", "tokens", "wide"),
+                    help="the main table's workload (tokens: a VarLenFeature of 8 to 256 ids; "
+                    "wide: 200 features, each record holding 80%% of them)")
+    ap.add_argument("--pure", action="store_true",
+                    help="run queuepipe on its pure-Python path (QUEUEPIPE_PURE=1)")
     # the child's options
     ap.add_argument("--child", choices=sorted(PIPELINES), help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=2, help=argparse.SUPPRESS)
@@ -479,6 +527,8 @@ def main(argv=None) -> int:
     def log(text):
         print(text, file=sys.stderr, flush=True)
 
+    if args.pure:  # inherited by every child (launch copies os.environ)
+        os.environ["QUEUEPIPE_PURE"] = "1"
     compile_library()
     data = os.path.abspath(args.data)
     if not os.path.exists(os.path.join(data, "truth.npz")):
@@ -493,7 +543,8 @@ def main(argv=None) -> int:
     configs = {name: child_argv(name, data, args.epochs, threads, args.workload)
                for name, threads in THREADS.items()}
     if args.peers_python:
-        peers = [p for p in PEERS if args.workload == "mnist" or p in ("tfdata", "tf1queue")]
+        peers = [p for p in PEERS if args.workload == "mnist" or p == "tfdata"
+                 or (p == "tf1queue" and args.workload != "wide")]
         configs.update({peer: peer_argv(args.peers_python, peer, data, args.epochs,
                                         args.workload) for peer in peers})
     log(f"main table: {args.repeat} runs of {', '.join(configs)}")

@@ -6,7 +6,8 @@ usage::
     python benchmarks/instructions.py --data /tmp/bench-data            # both pipelines
     python benchmarks/instructions.py --data /tmp/bench-data per_record --records 20000
     python benchmarks/instructions.py --data /tmp/bench-data features features_seeded
-    QUEUEPIPE_PURE=1 python benchmarks/instructions.py --data /tmp/bench-data read
+    python benchmarks/instructions.py --data /tmp/bench-data parse features --workload tokens
+    QUEUEPIPE_PURE=1 python benchmarks/instructions.py --data /tmp/bench-data read  # pure path
 
 Wall-clock rates on a shared 2-core machine vary by half from run to run, too much to see a
 change of a few percent. This runs each pipeline's work with the benchmark's own producer and
@@ -26,6 +27,10 @@ excluded.
   (``read_batch_features``, its threads included), unseeded and with ``seed=0``: what a seed
   costs. These count whole epochs, 3 less 1 (``--records`` does not apply), with
   ``--threads`` enqueue threads (1 by default; valgrind runs one thread at a time).
+* ``parse``: ``read_up_to(512)`` and ``parse_example`` alone, no queue: the record path.
+
+``--workload`` (mnist, float, tokens, wide) applies to ``features`` and ``parse``; the others
+run on mnist.
 
 per_record, bulk and read leave threads out on purpose: what they add (GIL hand-overs, cache
 traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's
@@ -43,11 +48,12 @@ from typing import Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = 2000  # records of the run that is subtracted (imports, first file, warm-up)
-PIPELINES = ("per_record", "bulk", "read", "features", "features_seeded")
+PIPELINES = ("per_record", "bulk", "read", "features", "features_seeded", "parse")
 EPOCHS = 3  # of the features pipelines' measured run (their baseline: one epoch)
 
 
-def run(pipeline: str, data: str, records: int, threads: int = 1) -> int:
+def run(pipeline: str, data: str, records: int, threads: int = 1,
+        workload: str = "mnist") -> int:
     """Runs ``pipeline`` over ``records`` records in this thread (the measured program), or
     for the features pipelines over ``records`` epochs; returns the records it ran over."""
     sys.path.insert(0, HERE)
@@ -55,11 +61,13 @@ def run(pipeline: str, data: str, records: int, threads: int = 1) -> int:
     import queuepipe as qp
     from queuepipe.batching import _DeferredQueue, _EnqueueOp, _Structure
 
-    folder = os.path.join(data, "mnist")
+    if not pipeline.startswith("features") and pipeline != "parse":
+        workload = "mnist"
+    folder = os.path.join(data, workload)
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
     if pipeline.startswith("features"):
         seed = 0 if pipeline == "features_seeded" else None
-        batches = bench.pipeline_bulk(qp, files, records, threads, "mnist", None, seed=seed)
+        batches = bench.pipeline_bulk(qp, files, records, threads, workload, None, seed=seed)
         return sum(len(batch["label"]) for batch in batches)
     filenames = qp.FIFOQueue(3 * len(files) + 1, qp.string)
     filenames.enqueue_many([files * 3])
@@ -70,6 +78,13 @@ def run(pipeline: str, data: str, records: int, threads: int = 1) -> int:
         while done < records:
             done += len(reader.read_up_to(filenames, bench.BULK_CHUNK)[1])
         return records
+    if pipeline == "parse":
+        specs, done = bench._specs(qp, workload), 0
+        while done < records:
+            _, values = reader.read_up_to(filenames, bench.BULK_CHUNK)
+            qp.io.parse_example(values, specs)
+            done += len(values)
+        return done
     specs = bench._specs(qp, "mnist")
     if pipeline == "per_record":
         capacity = bench.BUFFER + 3 * bench.BATCH
@@ -102,13 +117,14 @@ def run(pipeline: str, data: str, records: int, threads: int = 1) -> int:
     return records
 
 
-def instructions(pipeline: str, data: str, amount: int, threads: int) -> Tuple[int, int]:
+def instructions(pipeline: str, data: str, amount: int, threads: int,
+                 workload: str) -> Tuple[int, int]:
     """The instructions valgrind counts for a whole run of ``pipeline`` over ``amount``
     (records, or epochs), and the records it ran over."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in every run
     argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
             os.path.abspath(__file__), pipeline, "--data", data, "--records", str(amount),
-            "--threads", str(threads), "--run"]
+            "--threads", str(threads), "--workload", workload, "--run"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     found = re.search(r"Collected : (\d+)", done.stderr)
     records = re.search(r"^records (\d+)$", done.stdout, re.M)
@@ -127,6 +143,8 @@ def main(argv=None) -> int:
                     help=f"records of the measured run (more than {BASELINE})")
     ap.add_argument("--threads", type=int, default=1,
                     help="enqueue threads of the features pipelines")
+    ap.add_argument("--workload", default="mnist", choices=("mnist", "float", "tokens", "wide"),
+                    help="the workload of the features and parse pipelines")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pipelines = args.pipelines or ["per_record", "bulk"]
@@ -134,7 +152,8 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown pipeline(s) {unknown}: choose from {', '.join(PIPELINES)}")
     if args.run:
-        ran = run(pipelines[0], os.path.abspath(args.data), args.records, args.threads)
+        ran = run(pipelines[0], os.path.abspath(args.data), args.records, args.threads,
+                  args.workload)
         print(f"records {ran}")
         return 0
     if args.records <= BASELINE:
@@ -142,7 +161,8 @@ def main(argv=None) -> int:
     for pipeline in pipelines:
         amounts = (EPOCHS, 1) if pipeline.startswith("features") else (args.records, BASELINE)
         (whole, records), (base, base_records) = (
-            instructions(pipeline, args.data, amount, args.threads) for amount in amounts)
+            instructions(pipeline, args.data, amount, args.threads, args.workload)
+            for amount in amounts)
         print(f"{pipeline}: {(whole - base) / (records - base_records):,.0f} instructions per "
               f"record (callgrind, {records - base_records:,} records)", flush=True)
     return 0

@@ -33,6 +33,7 @@ from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Struc
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
 from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
+from queuepipe.parsing._walkers import core_available
 from queuepipe.plan import REFUSED, ReadPlan, pack_ints, unpack_ints
 from queuepipe.producers import _check_num_epochs, match_filenames_once
 from queuepipe.readers import TFRecordReader
@@ -325,11 +326,22 @@ class _Planned:
                 self._queue.enqueue_many(element)
 
 
+def _default_enqueue_threads() -> int:
+    """``read_batch_features``'s default ``num_enqueue_threads``: the cores this process may
+    use when the compiled core parses (it releases the GIL for a whole chunk), else 1."""
+    if not core_available():
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[str, Any],
                         reader: Callable[[], Any] = TFRecordReader,
                         randomize_input: bool = True, num_epochs: Optional[int] = None,
                         queue_capacity: int = 10000, reader_num_threads: int = 1,
-                        num_enqueue_threads: int = 2,
+                        num_enqueue_threads: Optional[int] = None,
                         parse_fn: Optional[Callable[[np.ndarray], Any]] = None,
                         seed: Optional[int] = None,
                         allow_smaller_final_batch: Optional[bool] = None,
@@ -375,7 +387,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
       reader_num_threads: kept for TF's signature: the plan reads one chunk at a time
         (reading is the cheap part; ``num_enqueue_threads`` parse in parallel, and with
         ``shuffle="global"`` read in parallel too).
-      num_enqueue_threads: threads that read, parse and enqueue.
+      num_enqueue_threads: threads that read, parse and enqueue. None (the default): as many
+        as the cores this process may use (``os.sched_getaffinity``) when the compiled core
+        parses, since it parses without the GIL; 1 on the pure-Python path, where threads
+        take turns on the GIL and two run slower than one.
       parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
         serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
         record, e.g. with images already decoded by ``decode_raw``.
@@ -410,6 +425,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     batch_size = _positive_int(batch_size, "batch_size")
     queue_capacity = _positive_int(queue_capacity, "queue_capacity")
     _positive_int(reader_num_threads, "reader_num_threads")
+    if num_enqueue_threads is None:
+        num_enqueue_threads = _default_enqueue_threads()
     num_enqueue_threads = _positive_int(num_enqueue_threads, "num_enqueue_threads")
     num_epochs = _check_num_epochs(num_epochs)
     read_batch_size = _positive_int(max(batch_size, 512) if read_batch_size is None

@@ -28,7 +28,7 @@ def workload(tmp_path_factory):
     return bench, data
 
 
-@pytest.mark.parametrize("kind", ["mnist", "tokens"])
+@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide"])
 @pytest.mark.parametrize("name, threads", [("qp_per_record", 2), ("qp_bulk", 1),
                                            ("compat_per_record", 2)])
 def test_a_bench_child_delivers_every_record_of_every_epoch_once(workload, name, threads, kind):
@@ -46,6 +46,21 @@ def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline, a
     bench, data = workload
     monkeypatch.syspath_prepend(BENCHMARKS)
     assert load("instructions").run(pipeline, data, amount) == records
+
+
+@pytest.mark.parametrize("kind", ["mnist", "float", "tokens", "wide"])
+def test_the_parse_pipeline_counts_every_workload(workload, monkeypatch, kind):
+    bench, data = workload
+    monkeypatch.syspath_prepend(BENCHMARKS)
+    assert load("instructions").run("parse", data, 600, workload=kind) == 600
+
+
+def test_a_pure_bench_child_runs_on_the_pure_path(workload):
+    bench, data = workload
+    env = dict(os.environ, QUEUEPIPE_PURE="1")
+    result = bench.launch(bench.child_argv("qp_bulk", data, 1, 1, "wide"), env=env)
+    assert {key: result[key] for key in bench.truth(data, 1, "wide")} == \
+        bench.truth(data, 1, "wide")
 
 
 def test_the_seed_benchmark_pairs_seeded_and_unseeded_runs(workload, capsys):

@@ -77,14 +77,15 @@ read_field(const uint8_t **p, const uint8_t *end, uint64_t tag,
 
 /* --- Scratch ------------------------------------------------------------------------------ */
 
-/* Makes room for more_bytes more bytes in s. Returns 0 when it cannot. */
+/* Makes room for more_bytes more bytes in s (allocating it on first use, even for none: a
+ * NULL data pointer is never offset or passed to memcpy). Returns 0 when it cannot. */
 static int
 scratch_reserve(qp_scratch *s, size_t more_bytes)
 {
     size_t need;
     if (__builtin_add_overflow(s->len, more_bytes, &need))
         return 0;
-    if (need <= s->cap)
+    if (need <= s->cap && s->data != NULL)
         return 1;
     size_t cap = s->cap ? s->cap : 256;
     while (cap < need) {
@@ -189,6 +190,8 @@ decode_varints(const uint8_t *p, const uint8_t *end, uint8_t *out, uint64_t cap,
 static void
 copy_floats(uint8_t *dst, const uint8_t *src, uint64_t n)
 {
+    if (n == 0)
+        return;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     for (uint64_t i = 0; i < n; i++) {
         dst[4 * i] = src[4 * i + 3];

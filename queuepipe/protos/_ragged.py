@@ -28,6 +28,11 @@ _LIST_TAGS = tuple(_LIST_NAMES)  # a Feature's bytes_list, float_list, int64_lis
 _MAX_VARINT_BYTES = 10
 # Spans this long on average are cut as slices; shorter ones gathered byte by byte.
 _SLICED_SPAN = 64
+# The walk reads bytes lists one value per step for all records at once: a record whose list
+# holds more values than this is left to the per-record parser, whose cost is linear in the
+# values (a step costs about as much as a record, so one list of 100,000 empty strings would
+# take 100,000 steps).
+_MAX_STRING_STEPS = 64
 
 
 class RaggedLists:
@@ -121,7 +126,7 @@ def walk(records, keys):
                              cursor.ends[nonempty])
     cursor.ok[rows[nonempty][end != cursor.ends[nonempty]]] = False
     live, pos, end = rows[nonempty], pos, end
-    encoded = [(key, np.frombuffer(key.encode("utf-8"), dtype=np.uint8)) for key in keys]
+    entries = []  # per step: the rows and the spans of their keys and Features
     while True:
         going = cursor.ok[live] & (pos < end)
         live, pos, end = live[going], pos[going], end[going]
@@ -131,20 +136,42 @@ def walk(records, keys):
         key_start, key_end = cursor.expect(live, entry_start, 0x0A, entry_end)
         feature_start, feature_end = cursor.expect(live, key_end, 0x12, entry_end)
         cursor.ok[live[feature_end != entry_end]] = False
-        for key, name in encoded:
-            same = (key_end - key_start) == len(name)
-            for j, byte in enumerate(name.tolist()):
-                same &= cursor.at(key_start + j) == byte
-            hit = live[same]
-            cursor.ok[hit[found[key][hit] != -1]] = False  # a requested key twice
-            _feature(cursor, hit, feature_start[same], feature_end[same], found[key],
-                     spans[key])
+        entries.append((live, key_start, key_end, feature_start, feature_end))
         pos = entry_end
+    if entries:
+        _take_features(cursor, keys, [np.concatenate(part) for part in zip(*entries)],
+                       found, spans)
     while True:  # a record rejected for one feature is left out of every feature's values
         rejected = int((~cursor.ok).sum())
         lists = {key: _values(cursor, found[key], spans[key]) for key in keys}
         if int((~cursor.ok).sum()) == rejected:
             return cursor.ok, lists
+
+
+def _take_features(cursor, keys, entries, found, spans):
+    """Reads the Features of the requested ``keys`` among every record's map ``entries``
+    (rows, key starts and ends, Feature starts and ends, in walk order): the keys are looked
+    up once each in a dict, then each requested key's Features are read together, so that
+    the walk costs a few operations per key and per entry, not per key and entry."""
+    rows, key_start, key_end, feature_start, feature_end = entries
+    sizes = key_end - key_start
+    index = {key.encode("utf-8"): i for i, key in enumerate(keys)}
+    maybe = np.flatnonzero(cursor.ok[rows] & np.isin(sizes, [len(key) for key in index]))
+    raw = cursor.buf.tobytes()
+    ids = np.full(len(rows), -1, dtype=np.int64)
+    ids[maybe] = [index.get(raw[a:b], -1)
+                  for a, b in zip(key_start[maybe].tolist(), key_end[maybe].tolist())]
+    wanted = np.flatnonzero(ids >= 0)
+    order = wanted[np.argsort(ids[wanted], kind="stable")]  # by key, then in walk order
+    groups = np.flatnonzero(np.diff(ids[order], prepend=-1, append=len(keys)))
+    for first, stop in zip(groups[:-1].tolist(), groups[1:].tolist()):
+        chosen = order[first:stop]
+        hit = rows[chosen]
+        key = keys[ids[chosen[0]]]
+        twice = np.unique(hit, return_counts=True)
+        cursor.ok[twice[0][twice[1] > 1]] = False  # a requested key twice
+        _feature(cursor, hit, feature_start[chosen], feature_end[chosen], found[key],
+                 spans[key])
 
 
 def _feature(cursor, rows, start, end, tags, spans):
@@ -256,13 +283,16 @@ def _strings(cursor, start, end):
     pieces = []  # (row, value start, value end)
     rows = np.flatnonzero(end > start)
     pos, limit = start[rows], end[rows]
-    while len(rows):
+    for _ in range(_MAX_STRING_STEPS):
+        if not len(rows):
+            break
         value_start, value_end = cursor.expect(rows, pos, 0x0A, limit)
         keep = cursor.ok[rows]
         pieces.append((rows[keep], value_start[keep], value_end[keep]))
         counts[rows[keep]] += 1
         going = keep & (value_end < limit)
         rows, pos, limit = rows[going], value_end[going], limit[going]
+    cursor.ok[rows] = False  # longer lists: the per-record parser reads them in one pass
     if not pieces:
         return np.empty(0, dtype=object), counts
     order_rows = np.concatenate([p[0] for p in pieces])
