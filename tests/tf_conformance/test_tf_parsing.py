@@ -619,3 +619,19 @@ def test_decode_raw():
         .tolist() == [[0x00002301, 0]]
     assert qp.io.decode_raw([b"\x01\x23"], qp.int32, fixed_length=8, little_endian=False) \
         .tolist() == [[0x01230000, 0]]
+
+
+def test_parse_sequence_example_in_a_tf1_session():
+    """``tf.io.parse_sequence_example`` through ``queuepipe.compat.v1``, run by a Session."""
+    import queuepipe.compat.v1 as tf
+    records = serialize([sequence_example(context={"c": float_feature([7])},
+                                          feature_lists={"a": [int64_feature([1])]}),
+                         sequence_example(feature_lists={"a": [int64_feature([2]),
+                                                               int64_feature([3])]})])
+    with tf.Graph().as_default():
+        context, lists, lengths = tf.io.parse_sequence_example(
+            records, {"c": tf.io.FixedLenFeature([], tf.float32, default_value=0)},
+            {"a": tf.io.FixedLenSequenceFeature([], tf.int64)})
+        with tf.Session() as sess:
+            got = sess.run([context["c"], lists["a"], lengths["a"]])
+    assert [value.tolist() for value in got] == [[7.0, 0.0], [[1, 0], [2, 3]], [1, 2]]

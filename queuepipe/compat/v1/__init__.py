@@ -115,7 +115,7 @@ io = _Namespace("tf.io", {
     "FixedLenSequenceFeature": FixedLenSequenceFeature,
     **{name: getattr(ops, name) for name in (
         "parse_example", "parse_single_example", "parse_single_sequence_example",
-        "decode_raw", "decode_csv")},
+        "parse_sequence_example", "decode_raw", "decode_csv")},
     **{name: getattr(image_ops, name) for name in ("decode_jpeg", "decode_png", "decode_image")},
 })
 python_io = _Namespace("tf.python_io", dict(_IO))

@@ -28,6 +28,7 @@ __all__ = [
     "constant", "convert_to_tensor", "add", "subtract", "multiply", "divide", "maximum",
     "minimum", "abs", "sqrt", "square", "exp", "log", "equal", "not_equal", "greater", "less",
     "group",
+    "parse_sequence_example",
 ]
 
 
@@ -216,6 +217,18 @@ def parse_single_sequence_example(serialized: Any, context_features: Any = None,
                      v, context_features, sequence_features), serialized)
     return (_outputs(parsed[0], list(context_features or {})),
             _outputs(parsed[1], list(sequence_features or {})))
+
+
+def parse_sequence_example(serialized: Any, context_features: Any = None,
+                           sequence_features: Any = None, example_names: Any = None,
+                           name: Optional[str] = None) -> Any:
+    parsed = _op(name or "ParseSequenceExample",
+                 lambda v: parsing.parse_sequence_example(
+                     v, context_features, sequence_features), serialized)
+    lengths = [key for key, spec in (sequence_features or {}).items()
+               if isinstance(spec, parsing.FixedLenSequenceFeature)]
+    return (_outputs(parsed[0], list(context_features or {})),
+            _outputs(parsed[1], list(sequence_features or {})), _outputs(parsed[2], lengths))
 
 
 def sparse_tensor_to_dense(sp_input: Any, default_value: Any = 0,
