@@ -17,11 +17,13 @@ from queuepipe.parsing._specs import (_MAX_CACHED, _SEQ, FixedLenFeature, FixedL
                                       VarLenFeature, _Feature, _features)
 
 
-def _batch_records(serialized):
-    """The records of a batch as a list of bytes, or TypeError saying what is wrong."""
+def _batch_records(serialized, kind="Example"):
+    """The records of a batch of ``kind`` (Example, SequenceExample) as a list of bytes, or
+    TypeError saying what is wrong."""
     if isinstance(serialized, (bytes, bytearray, memoryview, str)):
-        raise TypeError("parse_example takes a batch (a list or 1-D array of serialized "
-                        "Examples); use parse_single_example for one record")
+        function = "parse_example" if kind == "Example" else "parse_sequence_example"
+        raise TypeError(f"{function} takes a batch (a list or 1-D array of serialized "
+                        f"{kind}s); use parse_single_{function[6:]} for one record")
     if isinstance(serialized, np.ndarray):
         if serialized.dtype.kind == "S":
             raise TypeError("a NumPy bytes ('S') array drops the trailing zero bytes of each "

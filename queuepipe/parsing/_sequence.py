@@ -223,7 +223,7 @@ def parse_sequence_example(
         that fails, named by its name.
     """
     del name
-    records = _batch_records(serialized)
+    records = _batch_records(serialized, "SequenceExample")
     names = _batch_names(example_names, len(records))
     context, sequence, sequence_specs = _sequence_specs(context_features, sequence_features)
     parsed = [_parse_one(data, context, sequence, sequence_specs,

@@ -564,6 +564,9 @@ def test_sequence_example_batch():
         "b": np.array([[0], [5]], np.int64),
         "d": np.empty((2, 0, 5), np.float32)})
     assert_outputs(lengths, {"a": [4, 1], "b": [0, 1], "d": [0, 0]})
+    with pytest.raises(TypeError, match=r"^parse_sequence_example takes a batch .*; use "
+                                        r"parse_single_sequence_example for one record$"):
+        qp.io.parse_sequence_example(first.SerializeToString())
 
 
 def test_parse_sequence_example_matches_tensorflow_on_the_golden_records():
