@@ -320,8 +320,11 @@ def test_batch_input_forms():
         qp.parse_example(np.array([record]), spec)
     with pytest.raises(TypeError, match=r"^serialized\[1\] must be bytes, got str"):
         qp.parse_example([record, "text"], spec)
-    with pytest.raises(ValueError, match=r"^example_names has 1 names for 2 records$"):
+    with pytest.raises(InvalidArgumentError, match=r"^Expected names have the same shape as "
+                                                   r"serialized: name\.shape=\[1\], "
+                                                   r"serialized\.shape=\[2\]$"):  # TF's words
         qp.parse_example([record, record], spec, example_names=["x"])
+    assert qp.parse_example([record], spec, example_names=[])  # no names, as in TF
 
 
 def test_records_of_one_length_with_varints_in_other_places_are_told_apart():

@@ -54,6 +54,20 @@ def test_a_float_field_costs_of_the_order_of_its_size(default, benign, hostile):
     assert ratio < MAX_RATIO, f"{ratio:.0f}x the benign field's time"
 
 
+def test_a_one_megabyte_line_costs_of_the_order_of_its_size():
+    """The issue's 1 MB line (hours before): a record of 64 fields of 16 KB, the last one
+    bad, against the same record all good."""
+    field = b"1" * (16 * 1024)
+    benign = b",".join([field] * 64)
+    hostile = benign[:-1] + b"x"
+    defaults = [[0.0]] * 64
+    with pytest.raises(InvalidArgumentError, match=r"^Field 63 in record 0 is not a valid float"):
+        qp.io.decode_csv([hostile], defaults)
+    ratio = _ratio(lambda: qp.io.decode_csv([hostile], defaults),
+                   lambda: qp.io.decode_csv([benign], defaults))
+    assert ratio < MAX_RATIO, f"{ratio:.0f}x the benign line's time"
+
+
 @pytest.mark.parametrize("default, word", [(0, "int32"), (np.int64(0), "int64")])
 def test_an_integer_field_past_pythons_digit_limit_is_tfs_error_naming_the_cell(default, word):
     """Python's int() refuses more than 4,300 digits with a bare ValueError; TF says the field

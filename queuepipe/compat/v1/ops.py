@@ -30,7 +30,7 @@ __all__ = [
     "parse_single_sequence_example", "sparse_tensor_to_dense", "identity", "shape", "size",
     "constant", "convert_to_tensor", "add", "subtract", "multiply", "divide", "maximum",
     "minimum", "abs", "sqrt", "square", "exp", "log", "equal", "not_equal", "greater", "less",
-    "group", "py_func", "numpy_function", "strided_slice",
+    "group", "py_func", "numpy_function", "strided_slice", "parse_sequence_example",
 ]
 
 
@@ -360,6 +360,22 @@ def parse_single_sequence_example(serialized: Any, context_features: Any = None,
         name=name or "ParseSingleSequenceExample")
     return (_feature_outputs(parsed.output(0), context_features or {}, []),
             _feature_outputs(parsed.output(1), sequence_features or {}, []))
+
+
+def parse_sequence_example(serialized: Any, context_features: Any = None,
+                           sequence_features: Any = None, example_names: Any = None,
+                           name: Optional[str] = None) -> Any:
+    node = as_node(serialized)
+    rows = node._shape.as_list() if node._shape is not None and node._shape.ndims else [None]
+    parsed = Tensor(lambda v: parsing.parse_sequence_example(
+        v, context_features, sequence_features, example_names), [node],
+        name=name or "ParseSequenceExample")
+    lengths = parsed.output(2)
+    return (_feature_outputs(parsed.output(0), context_features or {}, rows[:1]),
+            _feature_outputs(parsed.output(1), sequence_features or {}, rows[:1]),
+            {key: lengths.output(key, shape=rows[:1], dtype=np.int64)
+             for key, spec in (sequence_features or {}).items()
+             if isinstance(spec, parsing.FixedLenSequenceFeature)})
 
 
 def sparse_tensor_to_dense(sp_input: Any, default_value: Any = 0,
