@@ -148,7 +148,7 @@ for _name in scopes.__all__:
     globals()[_name] = getattr(scopes, _name)
 for _name in session_options.__all__:
     globals()[_name] = getattr(session_options, _name)
-io.gfile = _Namespace("tf.io.gfile", _gfile.TF2_NAMES)
+setattr(io, "gfile", _Namespace("tf.io.gfile", _gfile.TF2_NAMES))
 gfile = _Namespace("tf.gfile", _gfile.TF1_NAMES)
 logging = _Namespace("tf.logging", tf_logging.NAMES)
 flags = _Namespace("tf.flags", {name: getattr(_flags, name) for name in _flags.__all__})

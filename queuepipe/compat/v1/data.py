@@ -25,7 +25,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import threading
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator as Iterates, List, Optional
 
 import numpy as np
 
@@ -65,7 +65,7 @@ def _leaves(structure: Any) -> List[Any]:
     return [structure]
 
 
-def _rebuild(template: Any, leaves: Iterator[Any]) -> Any:
+def _rebuild(template: Any, leaves: Iterates[Any]) -> Any:
     """``template``'s structure with its components taken from ``leaves``."""
     if isinstance(template, dict):
         built = {key: _rebuild(template[key], leaves) for key in sorted(template)}
@@ -133,7 +133,7 @@ class Dataset:
     """TF1's ``tf.data.Dataset``: a description of elements; ``_elements()`` makes them, from
     the start, each time it is called (so ``repeat`` reads the input again)."""
 
-    def __init__(self, elements: Callable[[], Iterator[Any]], spec: _Spec):
+    def __init__(self, elements: Callable[[], Iterates[Any]], spec: _Spec):
         self._elements = elements
         self._spec = spec
 
@@ -151,7 +151,7 @@ class Dataset:
                              f"{sorted(len(leaf) for leaf in leaves)}")
         rows = counts.pop()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             for i in builtins.range(rows):
                 yield _rebuild(values, (leaf[i] for leaf in leaves))
         return Dataset(elements, _Spec(values, [TensorShape(leaf.shape[1:]) for leaf in leaves],
@@ -172,7 +172,7 @@ class Dataset:
     def zip(datasets: Any) -> "Dataset":  # noqa: A003 - TF's name
         members = _leaves_of_datasets(datasets)
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             for items in builtins.zip(*(d._elements() for d in members)):
                 yield _rebuild(datasets, iter(items))
         return Dataset(elements, _Spec(_rebuild(datasets, iter(d._spec.template for d in members)),
@@ -188,7 +188,7 @@ class Dataset:
         patterns = [_text(p) for p in np.atleast_1d(evaluate(file_pattern, strict=False))]
         iteration = itertools.count()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             names = sorted({m for p in patterns for m in remote.glob(p)})
             if shuffle is not False:
                 epoch = next(iteration)
@@ -229,10 +229,10 @@ class Dataset:
         cycle = 1 if cycle_length in (None, AUTOTUNE) else int(cycle_length)
         upstream = self._elements
 
-        def inner(element: Any) -> Iterator[Any]:
+        def inner(element: Any) -> Iterates[Any]:
             return _call(map_func, as_constants(element))._elements()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             yield from _interleave((inner(e) for e in upstream()), cycle, block_length)
         return Dataset(elements, _inner_spec(map_func, self._spec))
 
@@ -243,7 +243,7 @@ class Dataset:
         upstream = self._elements
         iteration = itertools.count()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             epoch = next(iteration) if reshuffle_each_iteration else 0
             rng = np.random.default_rng(None if seed is None else (seed + epoch) % 2 ** 32)
             buffer: List[Any] = []
@@ -263,7 +263,7 @@ class Dataset:
         """The elements ``count`` times (None or -1: forever, ending if an epoch is empty)."""
         upstream = self._elements
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             epochs = itertools.count() if count in (None, -1) else builtins.range(int(count))
             for _ in epochs:
                 empty = True
@@ -309,7 +309,7 @@ class Dataset:
         upstream = self._elements
         template = self._spec.template
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             source = upstream()
             while True:
                 group = list(itertools.islice(source, int(batch_size)))
@@ -330,7 +330,7 @@ class Dataset:
         kept: List[Any] = []
         complete = [False]
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             if complete[0]:
                 yield from kept
                 return
@@ -434,10 +434,10 @@ def _pad_stack(items: List[Any], shape: Any, pad: Any) -> np.ndarray:
     return out
 
 
-def _interleave(sources: Iterator[Iterator[Any]], cycle: int, block: int) -> Iterator[Any]:
+def _interleave(sources: Iterates[Iterates[Any]], cycle: int, block: int) -> Iterates[Any]:
     """TF's deterministic interleave: ``cycle`` open inputs taken in turn, ``block`` elements
     from each; an input that ends is replaced by the next one."""
-    open_inputs: List[Optional[Iterator[Any]]] = []
+    open_inputs: List[Optional[Iterates[Any]]] = []
     for source in itertools.islice(sources, cycle):
         open_inputs.append(source)
     while any(s is not None for s in open_inputs):
@@ -452,8 +452,8 @@ def _interleave(sources: Iterator[Iterator[Any]], cycle: int, block: int) -> Ite
                     break
 
 
-def _parallel_map(function: _ElementFunction, upstream: Iterator[Any],
-                  workers: int) -> Iterator[Any]:
+def _parallel_map(function: _ElementFunction, upstream: Iterates[Any],
+                  workers: int) -> Iterates[Any]:
     """``function`` over ``upstream`` on ``workers`` runner threads, in order: a QueueRunner
     takes numbered elements from a FIFOQueue and puts the results in a second one; results
     that come early wait in a dict until their turn."""
@@ -474,7 +474,8 @@ def _parallel_map(function: _ElementFunction, upstream: Iterator[Any],
     coord = Coordinator()
     threads = runner.QueueRunner(todo, [feed]).create_threads(coord, start=True)
     threads += runner.QueueRunner(done, [work] * workers).create_threads(coord, start=True)
-    waiting, turn = {}, 0
+    waiting: Dict[int, Any] = {}
+    turn = 0
     try:
         while True:
             while turn in waiting:
@@ -504,7 +505,7 @@ def _join(coord: Coordinator, threads: List[threading.Thread]) -> None:
             raise
 
 
-def _close(elements: Iterator[Any]) -> None:
+def _close(elements: Optional[Iterates[Any]]) -> None:
     """Runs the ``finally`` blocks of a generator left midway (a reader closes its file)."""
     close = getattr(elements, "close", None)
     if close is not None:
@@ -515,13 +516,13 @@ def _file_records(reader_of: Callable[[], Any], filenames: Any,
                   num_parallel_reads: Optional[int]) -> Dataset:
     """A dataset of the records of ``filenames`` (read by a new queuepipe reader per file);
     ``num_parallel_reads`` files interleaved, one record from each in turn, as TF's."""
-    def names() -> Iterator[Any]:  # read when iterated: an interleave's argument is given then
+    def names() -> Iterates[Any]:  # read when iterated: an interleave's argument is given then
         yield from np.atleast_1d(np.asarray(evaluate(filenames, strict=False), dtype=object))
 
     def records_of(name: Any) -> Dataset:
         path = _text(evaluate(name, strict=False))
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             reader = reader_of()
             files = _OneFile(path)
             try:
@@ -600,9 +601,9 @@ class Iterator:
         self._dataset = dataset
         self._initializable = initializable
         self._lock = threading.Lock()
-        self._queue: Optional[Any] = None
+        self._queue: Any = None
         self._coord: Optional[Coordinator] = None
-        self._source: Optional[Iterator[Any]] = None
+        self._source: Optional[Iterates[Any]] = None
         self._threads: List[threading.Thread] = []
         self._name = get_default_graph().unique_name("Iterator")
         get_default_graph().add_closer(self._stop)
@@ -737,7 +738,7 @@ def _ignore_errors(log_warning: bool = False) -> Callable[[Dataset], Dataset]:
     def apply(dataset: Dataset) -> Dataset:
         upstream = dataset._elements
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             source = upstream()
             while True:
                 try:

@@ -387,17 +387,19 @@ def _static_shapes(like: Any, enqueue_many: bool, dynamic_pad: bool, shapes: Any
     found = {key: _element_shape(component, enqueue_many) for key, component in items}
     if not dynamic_pad:
         for key, component in items:
-            if found[key] is not None and found[key].ndims is None:
+            shape = found[key]
+            if shape is not None and shape.ndims is None:
                 raise ValueError(f"Cannot infer Tensor's rank: {as_node(component)!r}")
         if any(s is not None and not s.is_fully_defined() for s in found.values()):
             listed = ", ".join(repr(s if s is not None else TensorShape(None))
                                for s in found.values())
             raise ValueError(f"All shapes must be fully defined: [{listed}]")
-    if any(s is None or s.ndims is None for s in found.values()):
+    known = {key: s for key, s in found.items() if s is not None and s.ndims is not None}
+    if len(known) < len(found):
         return None
     if isinstance(like, dict):
-        return {key: s.as_list() for key, s in found.items()}
-    return [s.as_list() for s in found.values()]
+        return {key: s.as_list() for key, s in known.items()}
+    return [s.as_list() for s in known.values()]
 
 
 def batch(tensors: Any, batch_size: int, num_threads: int = 1, capacity: int = 32,

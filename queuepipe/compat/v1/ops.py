@@ -82,8 +82,8 @@ def _probe(fn: Any, nodes: Sequence[Tensor]) -> Any:
     first, second = results
     if first.ndim != second.ndim:
         return TensorShape(None), first.dtype
-    dims = [a if a == b else None for a, b in zip(first.shape, second.shape)]
-    return TensorShape(dims), first.dtype
+    return TensorShape([a if a == b else None for a, b in zip(first.shape, second.shape)]), \
+        first.dtype
 
 
 def _dtype(dtype: Any) -> np.dtype:
@@ -531,7 +531,7 @@ def _install_operators() -> None:
                                               "invert": operator.invert}
     for method, one in unary.items():
         setattr(Tensor, f"__{method}__", lambda self, fn=one, m=method: _op(m, fn, self))
-    Tensor.__getitem__ = _getitem  # type: ignore[method-assign]
+    setattr(Tensor, "__getitem__", _getitem)
 
 
 _install_operators()
