@@ -156,12 +156,20 @@ class _Constant(Tensor):
         self._inputs = []
         self.name = "Const:0"
         self.graph = None
-        self._shape = None if callable(value) else as_shape(np.shape(value))
+        self._shape = None if callable(value) else _static_shape(value)
         typed = isinstance(value, (np.ndarray, np.generic, bytes))
         self._dtype = as_dtype(np.asarray(value).dtype) if typed else None
 
     def _value(self, memo: Dict[int, Any]) -> Any:
         return self._constant
+
+
+def _static_shape(value: Any) -> Optional[TensorShape]:
+    """A constant's shape, None for a ragged nesting (NumPy gives it none)."""
+    try:
+        return as_shape(np.shape(value))
+    except ValueError:
+        return None
 
 
 def as_node(value: Any) -> Tensor:
