@@ -413,6 +413,26 @@ def case_data_a_parse_error_reaches_the_run(tf, d):
     return {"runs": _next_runs(ds.make_one_shot_iterator(), 1)}
 
 
+def _fails_at_3(x):
+    if x == 3:
+        raise ValueError("no 3")
+    return x
+
+
+def case_data_an_element_that_fails_and_the_ones_after_it(tf, d):
+    runs = []
+    for calls in (None, 2):
+        ds = tf.data.Dataset.range(6).map(lambda x: tf.py_func(_fails_at_3, [x], tf.int64),
+                                          num_parallel_calls=calls)
+        runs += _next_runs(ds.make_one_shot_iterator(), 7)
+    batched = tf.data.Dataset.range(8).map(lambda x: tf.py_func(_fails_at_3, [x], tf.int64))
+    batched = batched.map(lambda x: tf.reshape(x, [])).batch(2)
+    kept = tf.data.Dataset.range(6).filter(
+        lambda x: tf.py_func(lambda v: _fails_at_3(v) % 2 == 0, [x], tf.bool))
+    return {"runs": runs + _next_runs(batched.make_one_shot_iterator(), 5)
+            + _next_runs(kept.make_one_shot_iterator(), 4)}
+
+
 def case_data_cache_and_repeat(tf, d):
     ds = tf.data.Dataset.range(3).map(lambda x: x + 1).cache().repeat(2)
     return {"runs": _next_runs(ds.batch(4).make_one_shot_iterator(), 3)}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import threading
-from typing import Any, Callable, Dict, Iterator as Iterates, List, Optional
+from typing import Any, Callable, Dict, Iterator as Iterates, List, Optional, Set
 
 import numpy as np
 
@@ -80,6 +80,21 @@ def _call(fn: Callable[..., Any], element: Any) -> Any:
     return fn(*element) if isinstance(element, tuple) else fn(element)
 
 
+class _Failed:
+    """An element whose computation raised: it flows on in its place (through batch, filter,
+    shuffle...) and its ``sess.run`` raises ``error``; the next run goes on with the next
+    element, as TF's iterators do."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _first_failure(elements: Any) -> Optional[_Failed]:
+    return next((e for e in elements if isinstance(e, _Failed)), None)
+
+
 class _Spec:
     """The static shape and dtype of each component of a dataset's elements (None: unknown)."""
 
@@ -119,9 +134,15 @@ class _ElementFunction:
         self._run = compile_fetches(self.output)
 
     def __call__(self, element: Any) -> Any:
+        """The graph's value for ``element``; a failure (of this element or an earlier
+        stage) as a :class:`_Failed` element."""
+        if isinstance(element, _Failed):
+            return element
         self._slot.values = _leaves(element)
         try:
             return self._run()
+        except Exception as e:  # noqa: BLE001 - the element's error, raised at its run
+            return _Failed(e)
         finally:
             self._slot.values = None
 
@@ -174,7 +195,7 @@ class Dataset:
 
         def elements() -> Iterates[Any]:
             for items in builtins.zip(*(d._elements() for d in members)):
-                yield _rebuild(datasets, iter(items))
+                yield _first_failure(items) or _rebuild(datasets, iter(items))
         return Dataset(elements, _Spec(_rebuild(datasets, iter(d._spec.template for d in members)),
                                        [s for d in members for s in d._spec.shapes],
                                        [t for d in members for t in d._spec.dtypes]))
@@ -216,7 +237,14 @@ class Dataset:
     def filter(self, predicate: Callable[..., Any]) -> "Dataset":
         function = _ElementFunction(predicate, self._spec)
         upstream = self._elements
-        return Dataset(lambda: (e for e in upstream() if bool(function(e))), self._spec)
+        def elements() -> Iterates[Any]:
+            for element in upstream():
+                keep = function(element)
+                if isinstance(keep, _Failed):
+                    yield keep
+                elif keep:
+                    yield element
+        return Dataset(elements, self._spec)
 
     def flat_map(self, map_func: Callable[..., Any]) -> "Dataset":
         return self.interleave(map_func, cycle_length=1)
@@ -230,6 +258,8 @@ class Dataset:
         upstream = self._elements
 
         def inner(element: Any) -> Iterates[Any]:
+            if isinstance(element, _Failed):
+                return iter([element])
             return _call(map_func, as_constants(element))._elements()
 
         def elements() -> Iterates[Any]:
@@ -315,6 +345,10 @@ class Dataset:
                 group = list(itertools.islice(source, int(batch_size)))
                 if not group or (drop_remainder and len(group) < batch_size):
                     return
+                failure = _first_failure(group)
+                if failure is not None:
+                    yield failure
+                    continue
                 columns = builtins.zip(*(_leaves(e) for e in group))
                 yield _rebuild(template, iter([stack(i, list(c)) for i, c in enumerate(columns)]))
         return Dataset(elements, self._spec.batched(int(batch_size) if drop_remainder
@@ -454,39 +488,45 @@ def _interleave(sources: Iterates[Iterates[Any]], cycle: int, block: int) -> Ite
 
 def _parallel_map(function: _ElementFunction, upstream: Iterates[Any],
                   workers: int) -> Iterates[Any]:
-    """``function`` over ``upstream`` on ``workers`` runner threads, in order: a QueueRunner
-    takes numbered elements from a FIFOQueue and puts the results in a second one; results
-    that come early wait in a dict until their turn."""
-    todo = queues.FIFOQueue(2 * workers, name="map/todo")
-    done = queues.FIFOQueue(2 * workers, name="map/done")
+    """``function`` over ``upstream`` on ``workers`` runner threads, in order: one QueueRunner
+    numbers the elements into a FIFOQueue, another's threads take them, compute them and queue
+    the numbers done; the consumer yields the results in number order. The queues carry the
+    numbers (they bound the work in flight and stop it); the elements and results wait in
+    dicts beside them, since a queue holds arrays, not any structure of values."""
+    todo = queues.FIFOQueue(2 * workers, [np.int64], shapes=[[]], name="map/todo")
+    done = queues.FIFOQueue(2 * workers, [np.int64], shapes=[[]], name="map/done")
     numbered = builtins.zip(itertools.count(), upstream)
+    inputs: Dict[int, Any] = {}  # by number: an element is put here, then its number queued
+    results: Dict[int, Any] = {}
 
     def feed() -> None:  # one thread: the generators are not shared
         item = next(numbered, None)
         if item is None:
             raise OutOfRangeError("map: the input is exhausted")
-        todo.enqueue((item[0], *_leaves(item[1])))
+        inputs[item[0]] = item[1]
+        todo.enqueue((item[0],))
 
-    def work() -> None:  # elements go through the queues as their components
-        number, *element = todo.dequeue()
-        done.enqueue((number, *_leaves(function(tuple(element)))))
+    def work() -> None:
+        number = int(todo.dequeue())
+        results[number] = function(inputs.pop(number))
+        done.enqueue((number,))
 
     coord = Coordinator()
     threads = runner.QueueRunner(todo, [feed]).create_threads(coord, start=True)
     threads += runner.QueueRunner(done, [work] * workers).create_threads(coord, start=True)
-    waiting: Dict[int, Any] = {}
+    ready: Set[int] = set()
     turn = 0
     try:
         while True:
-            while turn in waiting:
-                yield waiting.pop(turn)
+            while turn in ready:
+                ready.discard(turn)
+                yield results.pop(turn)
                 turn += 1
             try:
-                number, *result = done.dequeue()
+                ready.add(int(done.dequeue()))
             except OutOfRangeError:
                 coord.raise_requested_exception()
                 return
-            waiting[number] = _rebuild(function.output, iter(result))
     finally:
         coord.request_stop()
         todo.close(cancel_pending_enqueues=True)
@@ -604,6 +644,7 @@ class Iterator:
         self._queue: Any = None
         self._coord: Optional[Coordinator] = None
         self._source: Optional[Iterates[Any]] = None
+        self._values: Dict[int, Any] = {}
         self._threads: List[threading.Thread] = []
         self._name = get_default_graph().unique_name("Iterator")
         get_default_graph().add_closer(self._stop)
@@ -621,20 +662,24 @@ class Iterator:
     def _start(self) -> None:
         with self._lock:
             self._stop_locked()
-            queue = queues.FIFOQueue(2, name=f"{self._name}/buffer")
+            queue = queues.FIFOQueue(2, [np.int64], shapes=[[]], name=f"{self._name}/buffer")
             source = self._dataset._elements()
+            values: Dict[int, Any] = {}  # by number, as in _parallel_map
+            numbers = itertools.count()
 
             def enqueue_next() -> None:
                 try:
                     element = next(source)
                 except StopIteration:
                     raise OutOfRangeError("End of sequence") from None
-                queue.enqueue(tuple(_leaves(element)))
+                number = next(numbers)
+                values[number] = element
+                queue.enqueue((number,))
 
             self._coord = Coordinator()
             self._threads = runner.QueueRunner(queue, [enqueue_next]).create_threads(
                 self._coord, start=True)
-            self._queue, self._source = queue, source
+            self._queue, self._source, self._values = queue, source, values
 
     def _stop(self) -> None:
         with self._lock:
@@ -658,14 +703,15 @@ class Iterator:
         if self._queue is None:
             self._start()
         try:
-            leaves = self._queue.dequeue(timeout=run_timeout())
+            number = self._queue.dequeue(timeout=run_timeout())
         except OutOfRangeError:
             if self._coord is not None:
                 self._coord.raise_requested_exception()
             raise OutOfRangeError("End of sequence") from None
-        if len(self._dataset._spec.shapes) == 1 or not _nested(leaves):
-            leaves = (leaves[0] if _nested(leaves) else leaves,)
-        return _rebuild(self._dataset._spec.template, iter(leaves))
+        element = self._values.pop(int(number))
+        if isinstance(element, _Failed):
+            raise element.error
+        return element
 
     def get_next(self, name: Optional[str] = None) -> Any:
         node = Tensor(self._next, name=name or f"{self._name}/IteratorGetNext")
