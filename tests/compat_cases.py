@@ -163,6 +163,8 @@ def case_names_under_scopes(tf, d):
         z = x + 1
     with tf.name_scope("input") as again:
         w = tf.identity(c)
+        queues = [tf.train.string_input_producer(["x"]).name,
+                  tf.train.range_input_producer(3).name, tf.FIFOQueue(3, [tf.int32]).name]
     with tf.variable_scope("tower"):
         v = c + 1.0
     with tf.device("/cpu:0"):
@@ -170,7 +172,7 @@ def case_names_under_scopes(tf, d):
     with tf.control_dependencies([x]):
         t = tf.identity(c)
     return {"static": [scope, inner, again, x.name, y.name, z.name, w.name, v.name, u.name,
-                       t.name],
+                       t.name, queues],
             "runs": [[y, z, v, u, t]]}
 
 

@@ -250,7 +250,7 @@ def string_input_producer(string_tensor: Any, num_epochs: Optional[int] = None,
                           cancel_op: Any = None) -> _Queue:
     return _Queue(producers.string_input_producer(
         _constant(string_tensor), num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-        capacity=capacity, name=name))
+        capacity=capacity, name=_scoped(name or "input_producer")))
 
 
 def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: bool = True,
@@ -259,7 +259,7 @@ def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: 
                          name: Optional[str] = None) -> _Queue:
     return _Queue(producers.range_input_producer(
         _constant(limit), num_epochs=num_epochs, shuffle=shuffle, seed=seed, capacity=capacity,
-        name=name))
+        name=_scoped(name or "input_producer")))
 
 
 def input_producer(input_tensor: Any, element_shape: Any = None,
@@ -268,22 +268,20 @@ def input_producer(input_tensor: Any, element_shape: Any = None,
                    summary_name: Any = None, name: Optional[str] = None,
                    cancel_op: Any = None) -> _Queue:
     values = _constant(input_tensor)
+    scoped = _scoped(name or "input_producer")
     if not callable(values) and np.ndim(values) >= 1 and len(values) == 0:
-        return _empty_producer(values, num_epochs, capacity, name or "input_producer")
+        return _empty_producer(values, capacity, scoped)
     return _Queue(producers.input_producer(
         values, element_shape, num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-        capacity=capacity, name=name))
+        capacity=capacity, name=scoped))
 
 
-def _empty_producer(values: Any, num_epochs: Optional[int], capacity: int,
-                    name: str) -> _Queue:
+def _empty_producer(values: Any, capacity: int, name: str) -> _Queue:
     """TF's producer over no rows: a queue that gets no element and is closed when its runner
     first runs, so that a dequeue raises ``OutOfRangeError`` (with ``num_epochs=None`` TF's
     runner spins forever enqueuing nothing: here the queue is closed all the same)."""
-    del num_epochs
     array = np.asarray(values, dtype=object if np.asarray(values).dtype.kind in "SUO" else None)
-    queue = queues.FIFOQueue(capacity, [array.dtype], shapes=[array.shape[1:]],
-                             name=_scoped(f"{name}/fifo_queue"))
+    queue = queues.FIFOQueue(capacity, [array.dtype], shapes=[array.shape[1:]], name=name)
 
     def nothing_left() -> None:
         raise OutOfRangeError(f"{name}: the input has no rows")
@@ -298,10 +296,10 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: Optional[int] =
                          name: Optional[str] = None) -> List[Tensor]:
     """One Tensor per input tensor; each evaluation takes the next slice of all of them."""
     values = [_constant(t) for t in tensor_list]
-    take = producers.slice_input_producer(values,
-                                          num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-                                          capacity=capacity, name=name)
-    row = Tensor(take, name=name or "input_producer")
+    scoped = _scoped(name or "input_producer")
+    take = producers.slice_input_producer(values, num_epochs=num_epochs, shuffle=shuffle,
+                                          seed=seed, capacity=capacity, name=scoped)
+    row = Tensor(take, output_of=f"{scoped}:0")
     return [row.output(i, shape=np.shape(value)[1:], dtype=_static_dtype(value))
             for i, value in enumerate(values)]
 
