@@ -646,8 +646,9 @@ class Iterator:
         self._source: Optional[Iterates[Any]] = None
         self._values: Dict[int, Any] = {}
         self._threads: List[threading.Thread] = []
-        self._name = get_default_graph().unique_name("Iterator")
-        get_default_graph().add_closer(self._stop)
+        self._graph = get_default_graph()
+        self._name = self._graph.unique_name("Iterator")
+        self._registered = False  # with the graph, to be stopped when its session closes
         self.initializer = Operation(self._start, name=f"{self._name}/MakeIterator") \
             if initializable else None
 
@@ -676,13 +677,18 @@ class Iterator:
                 values[number] = element
                 queue.enqueue((number,))
 
+            if not self._registered:
+                self._graph.add_closer(self._stop)
+                self._registered = True
             self._coord = Coordinator()
             self._threads = runner.QueueRunner(queue, [enqueue_next]).create_threads(
                 self._coord, start=True)
             self._queue, self._source, self._values = queue, source, values
 
     def _stop(self) -> None:
+        """What the session's close calls (which forgets it: a later start registers again)."""
         with self._lock:
+            self._registered = False
             self._stop_locked()
 
     def _stop_locked(self) -> None:

@@ -302,8 +302,8 @@ class Graph:
         return self._names.scope(name)
 
     def add_closer(self, close: Callable[[], None]) -> None:
-        """``close`` runs when a session of this graph closes (it stops threads the graph's
-        iterators started)."""
+        """``close`` runs when the next session of this graph closes (it stops the threads an
+        iterator started), once."""
         self._closers.append(close)
 
 
@@ -464,7 +464,8 @@ class Session:
         self._closed = True
         for queue in self.graph.pipeline.queues:
             queue.close(cancel_pending_enqueues=True)
-        for close in self.graph._closers:
+        closers, self.graph._closers = self.graph._closers, []
+        for close in closers:
             close()
 
     def __enter__(self) -> "Session":
