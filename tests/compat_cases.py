@@ -435,6 +435,30 @@ def case_data_an_element_that_fails_and_the_ones_after_it(tf, d):
             + _next_runs(kept.make_one_shot_iterator(), 4)}
 
 
+def _pairs(n):
+    for i in range(n):
+        yield i, "w%d" % i, [float(i)] * (i % 3)
+
+
+def case_data_from_generator(tf, d):
+    ds = tf.data.Dataset.from_generator(_pairs, (tf.int32, tf.string, tf.float32),
+                                        ([], [], [None]), args=[4])
+    element = ds.make_one_shot_iterator().get_next()
+    return {"static": [element[0].shape.as_list(), element[2].shape.as_list(),
+                       element[0].dtype.name],
+            "runs": [element] * 5}
+
+
+def case_data_reinitializable_iterator(tf, d):
+    train = tf.data.Dataset.range(10).map(lambda x: x * 2).batch(3)
+    valid = tf.data.Dataset.range(4).batch(3)
+    it = tf.data.Iterator.from_structure(train.output_types, train.output_shapes)
+    element = it.get_next()
+    return {"static": [element.shape.as_list(), element.dtype.name],
+            "runs": [it.make_initializer(train), element, element, it.make_initializer(valid),
+                     element, element, element, it.make_initializer(train), element]}
+
+
 def case_data_cache_and_repeat(tf, d):
     ds = tf.data.Dataset.range(3).map(lambda x: x + 1).cache().repeat(2)
     return {"runs": _next_runs(ds.batch(4).make_one_shot_iterator(), 3)}

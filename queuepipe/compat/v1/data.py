@@ -34,7 +34,9 @@ from queuepipe.compat.v1.graph import (
     Operation, Tensor, as_node, compile_fetches, evaluate, get_default_graph,
     run_timeout,
 )
+from queuepipe.compat.v1.ops import constant_value
 from queuepipe.compat.v1.shapes import TensorShape
+from queuepipe.dtypes import as_dtype
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import OutOfRangeError
 from queuepipe.sparse import SparseValue
@@ -182,6 +184,24 @@ class Dataset:
     def from_tensors(tensors: Any) -> "Dataset":
         values = evaluate(tensors, strict=False)
         return Dataset(lambda: iter([values]), _Spec.of(as_constants(values)))
+
+    @staticmethod
+    def from_generator(generator: Callable[..., Any], output_types: Any,
+                       output_shapes: Any = None, args: Any = None) -> "Dataset":
+        """The items ``generator(*args)`` yields, each converted to ``output_types`` (a
+        structure of dtypes), called afresh each time the dataset is iterated."""
+        types = [as_dtype(t) for t in _leaves(output_types)]
+        shapes = _leaves(output_shapes) if output_shapes is not None else [None] * len(types)
+        arguments = [evaluate(a, strict=False) for a in (args or ())]
+
+        def elements() -> Iterates[Any]:
+            for item in generator(*arguments):
+                leaves = _leaves(item) if _nested(output_types) else [item]
+                yield _rebuild(output_types, (_converted(v, t) for v, t in
+                                              builtins.zip(leaves, types)))
+        return Dataset(elements, _Spec(output_types,
+                                       [None if s is None else TensorShape(s) for s in shapes],
+                                       types))
 
     @staticmethod
     def range(*args: int) -> "Dataset":  # noqa: A003 - TF's name
@@ -386,8 +406,7 @@ class Dataset:
 
     @property
     def output_shapes(self) -> Any:
-        return _rebuild(self._spec.template, iter(s if s is not None else TensorShape(None)
-                                                  for s in self._spec.shapes))
+        return _shapes_of(self._spec)
 
     @property
     def output_types(self) -> Any:
@@ -411,6 +430,11 @@ def _no_value() -> Any:
     raise _NoValue()
 
 
+def _shapes_of(spec: _Spec) -> Any:
+    return _rebuild(spec.template, iter(s if s is not None else TensorShape(None)
+                                        for s in spec.shapes))
+
+
 def as_constants(values: Any) -> Any:
     """An element's values as constant Tensors (what ``interleave``'s function is given)."""
     return _rebuild(values, (as_node(np.asarray(v) if not isinstance(v, (bytes, SparseValue))
@@ -421,6 +445,12 @@ def _leaves_of_datasets(datasets: Any) -> List[Dataset]:
     if isinstance(datasets, Dataset):
         return [datasets]
     return _leaves(datasets)
+
+
+def _converted(value: Any, dtype: np.dtype) -> Any:
+    """A generator's value as ``dtype`` (str to bytes for strings), as TF converts it."""
+    out = constant_value(value, dtype)
+    return out[()] if out.ndim == 0 else out
 
 
 def _is_text(value: Any) -> bool:
@@ -637,8 +667,10 @@ class Iterator:
     ``sess.run``; ``initializer`` (an initializable iterator) starts it again from the first
     element. Its runner thread is stopped and joined when the session closes."""
 
-    def __init__(self, dataset: Dataset, initializable: bool):
+    def __init__(self, dataset: Optional[Dataset], initializable: bool,
+                 spec: Optional[_Spec] = None):
         self._dataset = dataset
+        self._spec = spec if spec is not None else dataset._spec  # type: ignore[union-attr]
         self._initializable = initializable
         self._lock = threading.Lock()
         self._queue: Any = None
@@ -652,17 +684,35 @@ class Iterator:
         self.initializer = Operation(self._start, name=f"{self._name}/MakeIterator") \
             if initializable else None
 
+    @staticmethod
+    def from_structure(output_types: Any, output_shapes: Any = None, shared_name: Any = None,
+                       output_classes: Any = None) -> "Iterator":
+        """TF1's reinitializable iterator: elements of this structure, from whichever dataset
+        ``make_initializer(dataset)``'s op last started."""
+        types = _leaves(output_types)
+        shapes = _leaves(output_shapes) if output_shapes is not None else [None] * len(types)
+        spec = _Spec(output_types, [None if s is None else TensorShape(s) for s in shapes],
+                     [as_dtype(t) for t in types])
+        return Iterator(None, initializable=True, spec=spec)
+
+    def make_initializer(self, dataset: Dataset, name: Optional[str] = None) -> Operation:
+        """An op that starts this iterator on ``dataset``'s first element."""
+        return Operation(lambda: self._start(dataset), name=name or f"{self._name}/MakeIterator")
+
     @property
     def output_shapes(self) -> Any:
-        return self._dataset.output_shapes
+        return _shapes_of(self._spec)
 
     @property
     def output_types(self) -> Any:
-        return self._dataset.output_types
+        return _rebuild(self._spec.template, iter(self._spec.dtypes))
 
-    def _start(self) -> None:
+    def _start(self, dataset: Optional[Dataset] = None) -> None:
         with self._lock:
             self._stop_locked()
+            self._dataset = dataset if dataset is not None else self._dataset
+            if self._dataset is None:
+                raise _not_initialized(self._name)
             queue = queues.FIFOQueue(2, [np.int64], shapes=[[]], name=f"{self._name}/buffer")
             source = self._dataset._elements()
             values: Dict[int, Any] = {}  # by number, as in _parallel_map
@@ -721,7 +771,7 @@ class Iterator:
 
     def get_next(self, name: Optional[str] = None) -> Any:
         node = Tensor(self._next, name=name or f"{self._name}/IteratorGetNext")
-        spec = self._dataset._spec
+        spec = self._spec
         if spec.template is None or not isinstance(spec.template, (tuple, list, dict)):
             node._shape, node._dtype = spec.shapes[0], spec.dtypes[0]
             return node

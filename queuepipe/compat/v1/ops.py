@@ -438,7 +438,7 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Cons
     """``tf.constant`` as TF makes it: Python ints int32 (int64 where they do not fit),
     floats float32, strings an object array of ``bytes`` keeping every byte (a scalar stays
     ``bytes``), as ``sess.run`` gives them in TF."""
-    out = _constant_array(value, None if dtype is None else _dtype(dtype))
+    out = constant_value(value, None if dtype is None else _dtype(dtype))
     if shape is not None:
         out = _fill(out, [int(d) for d in np.atleast_1d(shape)] if np.ndim(shape) else [])
     return as_node(out[()] if out.ndim == 0 and out.dtype == _dtypes.string else out)
@@ -457,7 +457,8 @@ def _fill(values: np.ndarray, shape: List[int]) -> np.ndarray:
     return np.concatenate([flat, np.repeat(flat[-1:], size - flat.size)]).reshape(shape)
 
 
-def _constant_array(value: Any, dtype: Optional[np.dtype]) -> np.ndarray:
+def constant_value(value: Any, dtype: Optional[np.dtype]) -> np.ndarray:
+    """``value`` as the array TF makes of it (``dtype``, else TF's inferred dtype)."""
     if isinstance(value, np.ndarray) and dtype is None:
         return value.astype(object) if value.dtype.kind in "SU" else value
     inferred = np.asarray(value, dtype=object if _has_strings(value) else None)
