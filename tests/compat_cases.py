@@ -440,6 +440,11 @@ def _pairs(n):
         yield i, "w%d" % i, [float(i)] * (i % 3)
 
 
+def case_data_slices_of_python_values_take_tfs_dtypes(tf, d):
+    ds = tf.data.Dataset.from_tensor_slices(([1, 2], [0.5, 1.5], ["a", "bc"]))
+    return {"runs": _next_runs(ds.make_one_shot_iterator(), 3)}
+
+
 def case_data_from_generator(tf, d):
     ds = tf.data.Dataset.from_generator(_pairs, (tf.int32, tf.string, tf.float32),
                                         ([], [], [None]), args=[4])

@@ -166,8 +166,7 @@ class Dataset:
     def from_tensor_slices(tensors: Any) -> "Dataset":
         """The rows of ``tensors`` (a tuple or dict of arrays with one first dimension)."""
         values = evaluate(tensors, strict=False)
-        leaves = [np.asarray(v, dtype=object) if _is_text(v) else np.asarray(v)
-                  for v in _leaves(values)]
+        leaves = [constant_value(v, None) for v in _leaves(values)]  # TF's dtypes
         counts = {len(leaf) for leaf in leaves}
         if len(counts) != 1:
             raise ValueError(f"Dimensions of the tensors to slice differ: first dimensions "
@@ -451,11 +450,6 @@ def _converted(value: Any, dtype: np.dtype) -> Any:
     """A generator's value as ``dtype`` (str to bytes for strings), as TF converts it."""
     out = constant_value(value, dtype)
     return out[()] if out.ndim == 0 else out
-
-
-def _is_text(value: Any) -> bool:
-    array = np.asarray(value) if not isinstance(value, np.ndarray) else value
-    return array.dtype.kind in "SUO"
 
 
 def _text(value: Any) -> str:
