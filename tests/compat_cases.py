@@ -78,6 +78,15 @@ def case_reduce_sum_of_bool_is_refused(tf, d):
     return {"runs": [tf.reduce_sum(tf.constant([True, False]))]}
 
 
+def case_producers_of_python_values_take_tfs_dtypes(tf, d):
+    x, y = tf.train.slice_input_producer([[1, 2, 3], [0.5, 1.5, 2.5]], num_epochs=1,
+                                         shuffle=False)
+    row = tf.train.input_producer([[1, 2], [3, 4]], num_epochs=1, shuffle=False).dequeue()
+    name = tf.train.string_input_producer(["a", "b"], num_epochs=1, shuffle=False).dequeue()
+    return {"static": [x.dtype.name, y.dtype.name, x.shape.as_list()],
+            "runs": [[x, y], [x, y], row, name]}
+
+
 def case_input_producer_over_nothing(tf, d):
     queue = tf.train.input_producer(tf.constant([], tf.string), num_epochs=1, shuffle=False)
     return {"runs": [queue.dequeue()]}

@@ -25,6 +25,7 @@ from queuepipe import batching, producers, queues, readers, runner
 from queuepipe.compat.v1.graph import (
     Operation, Tensor, as_node, compile_fetches, evaluate, get_default_graph, run_timeout,
 )
+from queuepipe.compat.v1.ops import constant_value
 from queuepipe.compat.v1.shapes import TensorShape
 from queuepipe.errors import OutOfRangeError
 
@@ -211,6 +212,8 @@ def _constant(value: Any) -> Any:
         return value.native
     if isinstance(value, Tensor):
         return evaluate(value)
+    if isinstance(value, (list, tuple)):
+        return constant_value(value, None)  # Python lists take TF's dtypes (int32, float32)
     return value
 
 
@@ -230,7 +233,8 @@ class _MatchedFiles(Tensor):
 def match_filenames_once(pattern: Any, name: Optional[str] = None) -> Tensor:
     """TF1's ``tf.train.match_filenames_once``: a Tensor ``sess.run`` evaluates to the sorted
     matching names (an object array of bytes), the same on every run."""
-    return _MatchedFiles(producers.match_filenames_once(_constant(pattern)),
+    patterns = evaluate(pattern) if isinstance(pattern, Tensor) else pattern
+    return _MatchedFiles(producers.match_filenames_once(patterns),
                          name=name or "matching_filenames")
 
 
