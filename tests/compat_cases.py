@@ -235,6 +235,31 @@ def case_py_func_in_the_graph(tf, d):
             "runs": [doubled, pair, text, narrowed]}
 
 
+def case_py_function_gives_eager_values(tf, d):
+    def describe(text, number):
+        return np.int64(len(text.numpy()) * 10 + int(number.numpy()))
+    got = tf.py_function(describe, [tf.constant(b"abc"), tf.constant(4, tf.int64)], tf.int64)
+    return {"runs": [got]}
+
+
+def case_small_ops_between_read_and_batch(tf, d):
+    m = tf.constant([[1, -2, 3], [-4, 5, -6]])
+    f = tf.constant([0.5, 1.5, 2.5, -0.5])
+    return {"runs": [tf.zeros([2, 3]), tf.ones([2], tf.int64), tf.fill([2, 2], 7),
+                     tf.fill([2], 0.5), tf.range(5), tf.range(1, 7, 2), tf.range(0.0, 1.0, 0.25),
+                     tf.range(3, dtype=tf.int64), tf.tile(m, [2, 1]),
+                     tf.pad(m, [[1, 0], [0, 2]]), tf.pad(m, [[0, 0], [2, 2]], "REFLECT"),
+                     tf.pad(m, [[1, 1], [1, 1]], "SYMMETRIC"),
+                     tf.pad(m, [[0, 0], [1, 1]], constant_values=9),
+                     tf.where(m > 0, m, tf.zeros_like(m)), tf.where(m > 0),
+                     tf.clip_by_value(m, -3, 3), tf.round(f), tf.floor(f),
+                     tf.math.round(f * 2.0), tf.logical_and(m > 0, m < 4),
+                     tf.logical_or(m > 4, m < -5), tf.logical_not(m > 0), tf.ones_like(f),
+                     tf.zeros_like(m, tf.float32)],
+            "static": [tf.zeros([2, 3]).shape.as_list(), tf.range(5).dtype.name,
+                       tf.tile(m, [2, 1]).shape.as_list(), tf.pad(m, [[1, 0], [0, 2]]).shape.as_list()]}
+
+
 def case_py_func_errors_reach_the_run(tf, d):
     def boom(a):
         raise ValueError("boom")

@@ -141,7 +141,8 @@ image = _Namespace("tf.image", {name: getattr(image_ops, name) for name in image
 math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "abs", "sqrt", "square",
     "exp", "log", "equal", "not_equal", "greater", "less", "argmax", "argmin", "reduce_sum",
-    "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")})
+    "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "round", "floor", "logical_and",
+    "logical_or", "logical_not")})
 globals()["sparse"] = sparse_ns
 del sparse_ns
 for _name in scopes.__all__:
