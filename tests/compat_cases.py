@@ -181,7 +181,7 @@ def case_names_under_scopes(tf, d):
     with tf.control_dependencies([x]):
         t = tf.identity(c)
     return {"static": [scope, inner, again, x.name, y.name, z.name, w.name, v.name, u.name,
-                       t.name, queues],
+                       t.name, queues, x.op.name, y.op.name],
             "runs": [[y, z, v, u, t]]}
 
 

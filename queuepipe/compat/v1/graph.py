@@ -21,7 +21,7 @@ import contextlib
 import operator
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, cast
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, cast
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from queuepipe.dtypes import as_dtype
 from queuepipe.runner import Pipeline, get_default_pipeline
 
 __all__ = ["Tensor", "Operation", "evaluate", "compile_fetches", "Graph", "get_default_graph",
-           "Session", "as_node", "no_op", "run_timeout"]
+           "Session", "as_node", "no_op", "run_timeout", "OpRef"]
 
 
 class Tensor:
@@ -82,8 +82,9 @@ class Tensor:
         return self._dtype
 
     @property
-    def op(self) -> "Tensor":
-        return self
+    def op(self) -> "OpRef":
+        """The op that makes this tensor: its ``name`` (``input/Cast``) and ``graph``."""
+        return OpRef(self.name.rsplit(":", 1)[0], self.graph)
 
     @property
     def device(self) -> str:
@@ -109,7 +110,6 @@ class Tensor:
         """The value in one run of ``session`` (the default session if None)."""
         return (session or _default_session()).run(self)
 
-
     def __iter__(self):
         raise TypeError(f"Tensor '{self.name}' is a symbolic value: it has no elements to "
                         "iterate at graph-build time (run it with sess.run to get its value)")
@@ -120,6 +120,13 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype}>"
+
+
+class OpRef(NamedTuple):
+    """``tensor.op``: the name of the op that makes a tensor, and its graph."""
+
+    name: str
+    graph: Any
 
 
 def _first_arguments(fn: Callable[..., Any], count: int) -> Callable[..., Any]:
