@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import os
 import threading
 from typing import Any, Callable, Dict, Iterator as Iterates, List, Optional, Set
 
@@ -256,6 +257,7 @@ class Dataset:
     def filter(self, predicate: Callable[..., Any]) -> "Dataset":
         function = _ElementFunction(predicate, self._spec)
         upstream = self._elements
+
         def elements() -> Iterates[Any]:
             for element in upstream():
                 keep = function(element)
@@ -272,8 +274,9 @@ class Dataset:
                    block_length: int = 1, num_parallel_calls: Optional[int] = None,
                    deterministic: Any = None) -> "Dataset":
         """``map_func`` gives a Dataset per element (it is called with the element's values);
-        ``cycle_length`` of them are read in turn, ``block_length`` elements at a time."""
-        cycle = 1 if cycle_length in (None, AUTOTUNE) else int(cycle_length)
+        ``cycle_length`` of them are read in turn (by default, or AUTOTUNE, as many as this
+        process may use CPUs, as TF's), ``block_length`` elements at a time, in one thread."""
+        cycle = _cpus() if cycle_length in (None, AUTOTUNE) else int(cycle_length)
         upstream = self._elements
 
         def inner(element: Any) -> Iterates[Any]:
@@ -492,6 +495,12 @@ def _pad_stack(items: List[Any], shape: Any, pad: Any) -> np.ndarray:
     return out
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on: TF's AUTOTUNE cycle length."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
 def _interleave(sources: Iterates[Iterates[Any]], cycle: int, block: int) -> Iterates[Any]:
     """TF's deterministic interleave: ``cycle`` open inputs taken in turn, ``block`` elements
     from each; an input that ends is replaced by the next one."""
@@ -601,7 +610,7 @@ def _file_records(reader_of: Callable[[], Any], filenames: Any,
         return Dataset(elements, _Spec(None, [TensorShape([])], [np.dtype(object)]))
 
     cycle = 1 if not num_parallel_reads else (
-        2 if num_parallel_reads == AUTOTUNE else int(num_parallel_reads))
+        _cpus() if num_parallel_reads == AUTOTUNE else int(num_parallel_reads))
     spec = _Spec(None, [TensorShape([])], [np.dtype(object)])
     return Dataset(lambda: _interleave((records_of(n)._elements() for n in names()), cycle, 1),
                    spec)
