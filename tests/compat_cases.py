@@ -78,6 +78,15 @@ def case_reduce_sum_of_bool_is_refused(tf, d):
     return {"runs": [tf.reduce_sum(tf.constant([True, False]))]}
 
 
+def case_producers_of_python_values_take_tfs_dtypes(tf, d):
+    x, y = tf.train.slice_input_producer([[1, 2, 3], [0.5, 1.5, 2.5]], num_epochs=1,
+                                         shuffle=False)
+    row = tf.train.input_producer([[1, 2], [3, 4]], num_epochs=1, shuffle=False).dequeue()
+    name = tf.train.string_input_producer(["a", "b"], num_epochs=1, shuffle=False).dequeue()
+    return {"static": [x.dtype.name, y.dtype.name, x.shape.as_list()],
+            "runs": [[x, y], [x, y], row, name]}
+
+
 def case_input_producer_over_nothing(tf, d):
     queue = tf.train.input_producer(tf.constant([], tf.string), num_epochs=1, shuffle=False)
     return {"runs": [queue.dequeue()]}
@@ -163,6 +172,8 @@ def case_names_under_scopes(tf, d):
         z = x + 1
     with tf.name_scope("input") as again:
         w = tf.identity(c)
+        queues = [tf.train.string_input_producer(["x"]).name,
+                  tf.train.range_input_producer(3).name, tf.FIFOQueue(3, [tf.int32]).name]
     with tf.variable_scope("tower"):
         v = c + 1.0
     with tf.device("/cpu:0"):
@@ -170,7 +181,7 @@ def case_names_under_scopes(tf, d):
     with tf.control_dependencies([x]):
         t = tf.identity(c)
     return {"static": [scope, inner, again, x.name, y.name, z.name, w.name, v.name, u.name,
-                       t.name],
+                       t.name, queues, x.op.name, y.op.name],
             "runs": [[y, z, v, u, t]]}
 
 
@@ -222,6 +233,31 @@ def case_py_func_in_the_graph(tf, d):
     narrowed = tf.py_func(lambda a: a * 1.5, [tf.constant(3.0)], tf.float32)
     return {"static": [doubled.shape.ndims, len(pair)],
             "runs": [doubled, pair, text, narrowed]}
+
+
+def case_py_function_gives_eager_values(tf, d):
+    def describe(text, number):
+        return np.int64(len(text.numpy()) * 10 + int(number.numpy()))
+    got = tf.py_function(describe, [tf.constant(b"abc"), tf.constant(4, tf.int64)], tf.int64)
+    return {"runs": [got]}
+
+
+def case_small_ops_between_read_and_batch(tf, d):
+    m = tf.constant([[1, -2, 3], [-4, 5, -6]])
+    f = tf.constant([0.5, 1.5, 2.5, -0.5])
+    return {"runs": [tf.zeros([2, 3]), tf.ones([2], tf.int64), tf.fill([2, 2], 7),
+                     tf.fill([2], 0.5), tf.range(5), tf.range(1, 7, 2), tf.range(0.0, 1.0, 0.25),
+                     tf.range(3, dtype=tf.int64), tf.tile(m, [2, 1]),
+                     tf.pad(m, [[1, 0], [0, 2]]), tf.pad(m, [[0, 0], [2, 2]], "REFLECT"),
+                     tf.pad(m, [[1, 1], [1, 1]], "SYMMETRIC"),
+                     tf.pad(m, [[0, 0], [1, 1]], constant_values=9),
+                     tf.where(m > 0, m, tf.zeros_like(m)), tf.where(m > 0),
+                     tf.clip_by_value(m, -3, 3), tf.round(f), tf.floor(f),
+                     tf.math.round(f * 2.0), tf.logical_and(m > 0, m < 4),
+                     tf.logical_or(m > 4, m < -5), tf.logical_not(m > 0), tf.ones_like(f),
+                     tf.zeros_like(m, tf.float32)],
+            "static": [tf.zeros([2, 3]).shape.as_list(), tf.range(5).dtype.name,
+                       tf.tile(m, [2, 1]).shape.as_list(), tf.pad(m, [[1, 0], [0, 2]]).shape.as_list()]}
 
 
 def case_py_func_errors_reach_the_run(tf, d):
@@ -411,6 +447,55 @@ def case_data_a_parse_error_reaches_the_run(tf, d):
     ds = tf.data.TFRecordDataset([os.path.join(d, "d0.tfrecord")]).map(
         lambda s: tf.parse_single_example(s, {"x": tf.FixedLenFeature([2], tf.int64)})["x"])
     return {"runs": _next_runs(ds.make_one_shot_iterator(), 1)}
+
+
+def _fails_at_3(x):
+    if x == 3:
+        raise ValueError("no 3")
+    return x
+
+
+def case_data_an_element_that_fails_and_the_ones_after_it(tf, d):
+    runs = []
+    for calls in (None, 2):
+        ds = tf.data.Dataset.range(6).map(lambda x: tf.py_func(_fails_at_3, [x], tf.int64),
+                                          num_parallel_calls=calls)
+        runs += _next_runs(ds.make_one_shot_iterator(), 7)
+    batched = tf.data.Dataset.range(8).map(lambda x: tf.py_func(_fails_at_3, [x], tf.int64))
+    batched = batched.map(lambda x: tf.reshape(x, [])).batch(2)
+    kept = tf.data.Dataset.range(6).filter(
+        lambda x: tf.py_func(lambda v: _fails_at_3(v) % 2 == 0, [x], tf.bool))
+    return {"runs": runs + _next_runs(batched.make_one_shot_iterator(), 5)
+            + _next_runs(kept.make_one_shot_iterator(), 4)}
+
+
+def _pairs(n):
+    for i in range(n):
+        yield i, "w%d" % i, [float(i)] * (i % 3)
+
+
+def case_data_slices_of_python_values_take_tfs_dtypes(tf, d):
+    ds = tf.data.Dataset.from_tensor_slices(([1, 2], [0.5, 1.5], ["a", "bc"]))
+    return {"runs": _next_runs(ds.make_one_shot_iterator(), 3)}
+
+
+def case_data_from_generator(tf, d):
+    ds = tf.data.Dataset.from_generator(_pairs, (tf.int32, tf.string, tf.float32),
+                                        ([], [], [None]), args=[4])
+    element = ds.make_one_shot_iterator().get_next()
+    return {"static": [element[0].shape.as_list(), element[2].shape.as_list(),
+                       element[0].dtype.name],
+            "runs": [element] * 5}
+
+
+def case_data_reinitializable_iterator(tf, d):
+    train = tf.data.Dataset.range(10).map(lambda x: x * 2).batch(3)
+    valid = tf.data.Dataset.range(4).batch(3)
+    it = tf.data.Iterator.from_structure(train.output_types, train.output_shapes)
+    element = it.get_next()
+    return {"static": [element.shape.as_list(), element.dtype.name],
+            "runs": [it.make_initializer(train), element, element, it.make_initializer(valid),
+                     element, element, element, it.make_initializer(train), element]}
 
 
 def case_data_cache_and_repeat(tf, d):

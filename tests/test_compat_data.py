@@ -123,3 +123,16 @@ def test_dataset_elements_are_numpy_as_tfs():
         with tf.Session() as sess:
             value = sess.run(element)
     assert value == {"a": 0} and value["a"].dtype == np.int32
+
+
+def test_an_iterator_runs_again_in_a_second_session_of_its_graph():
+    before = set(threading.enumerate())
+    with tf.Graph().as_default() as graph:
+        it = tf.data.Dataset.range(3).repeat().make_initializable_iterator()
+        element = it.get_next()
+        for _ in range(2):
+            with tf.Session() as sess:
+                sess.run(it.initializer)
+                assert [int(sess.run(element)) for _ in range(4)] == [0, 1, 2, 0]
+            assert set(threading.enumerate()) - before == set()
+        assert graph._closers == []  # each close forgot what it stopped

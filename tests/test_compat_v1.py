@@ -435,3 +435,72 @@ def test_bytes_after_a_gzip_stream_are_logged_without_claiming_tf_ignores_them(t
     message = " ".join(r.getMessage() for r in caplog.records)
     assert "ignored (TensorFlow raises DataLossError there, after the records)" in message
     assert "as TensorFlow does" not in message
+
+
+def test_gfile_reaches_paths_with_a_protocol_through_fsspec():
+    pytest.importorskip("fsspec")
+    root = "memory:///compat-gfile"
+    tf.gfile.MakeDirs(f"{root}/sub")
+    with tf.gfile.GFile(f"{root}/sub/a.txt", "wb") as f:
+        f.write(b"abc")
+    tf.io.gfile.copy(f"{root}/sub/a.txt", f"{root}/sub/b.txt")
+    try:
+        assert tf.gfile.Exists(f"{root}/sub/a.txt") and tf.gfile.IsDirectory(f"{root}/sub")
+        assert tf.gfile.Glob(f"{root}/sub/*.txt") == [f"{root}/sub/a.txt", f"{root}/sub/b.txt"]
+        assert tf.gfile.ListDirectory(f"{root}/sub") == ["a.txt", "b.txt"]
+        assert tf.gfile.Stat(f"{root}/sub/b.txt").length == 3
+        with tf.gfile.Open(f"{root}/sub/b.txt", "rb") as f:
+            assert f.read() == b"abc"
+        with pytest.raises(tf.errors.AlreadyExistsError):
+            tf.gfile.Copy(f"{root}/sub/a.txt", f"{root}/sub/b.txt")
+        tf.gfile.Remove(f"{root}/sub/a.txt")
+        with pytest.raises(tf.errors.NotFoundError):
+            tf.gfile.Remove(f"{root}/sub/a.txt")
+    finally:
+        tf.gfile.DeleteRecursively(root)
+    assert not tf.gfile.Exists(root)
+
+
+def test_a_py_func_error_in_a_runner_thread_reaches_sess_run_with_its_cause():
+    def boom(x):
+        raise KeyError(f"no entry for {int(x)}")
+
+    with tf.Graph().as_default():
+        n = tf.train.range_input_producer(10, num_epochs=1, shuffle=False).dequeue()
+        value = tf.py_func(boom, [n], tf.int64)
+        value.set_shape([])
+        batch = tf.train.batch([value], batch_size=2)
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.InvalidArgumentError,
+                               match=r"^PyFunc: KeyError: 'no entry for 0'") as info:
+                sess.run(batch)  # TF: OutOfRangeError here, the cause at coord.join
+            cause = info.value.__cause__
+            while cause is not None and not isinstance(cause, KeyError):
+                cause = cause.__cause__
+            assert isinstance(cause, KeyError)
+            coord.request_stop()
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                coord.join(threads)
+
+
+def test_a_value_against_its_set_shape_fails_the_enqueue_as_in_tf(tmp_path):
+    path = tmp_path / "short.tfrecord"
+    with qp.io.TFRecordWriter(str(path)) as writer:
+        writer.write(qp.make_example({"image": b"\x01\x02\x03"}).SerializeToString())
+    with tf.Graph().as_default():
+        reader = tf.TFRecordReader()
+        _, serialized = reader.read(tf.train.string_input_producer([str(path)], num_epochs=1))
+        image = tf.decode_raw(tf.parse_single_example(
+            serialized, {"image": tf.FixedLenFeature([], tf.string)})["image"], tf.uint8)
+        image.set_shape([4])  # the record holds 3 bytes
+        batch = tf.train.batch([image], batch_size=1)
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                sess.run(batch)
+            coord.request_stop()
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                coord.join(threads)

@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LISTINGS = ["fully_connected_reader", "tf_data_reader"]
+LISTINGS = ["fully_connected_reader", "tf_data_reader", "cifar10_reader"]
 
 
 def main():

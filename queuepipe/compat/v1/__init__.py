@@ -143,14 +143,15 @@ image = _Namespace("tf.image", {name: getattr(image_ops, name) for name in image
 math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "add", "subtract", "multiply", "divide", "maximum", "minimum", "abs", "sqrt", "square",
     "exp", "log", "equal", "not_equal", "greater", "less", "argmax", "argmin", "reduce_sum",
-    "reduce_mean", "reduce_max", "reduce_min", "reduce_prod")})
+    "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "round", "floor", "logical_and",
+    "logical_or", "logical_not")})
 globals()["sparse"] = sparse_ns
 del sparse_ns
 for _name in scopes.__all__:
     globals()[_name] = getattr(scopes, _name)
 for _name in session_options.__all__:
     globals()[_name] = getattr(session_options, _name)
-io.gfile = _Namespace("tf.io.gfile", _gfile.TF2_NAMES)
+setattr(io, "gfile", _Namespace("tf.io.gfile", _gfile.TF2_NAMES))
 gfile = _Namespace("tf.gfile", _gfile.TF1_NAMES)
 logging = _Namespace("tf.logging", tf_logging.NAMES)
 flags = _Namespace("tf.flags", {name: getattr(_flags, name) for name in _flags.__all__})

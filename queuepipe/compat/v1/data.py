@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import os
 import threading
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator as Iterates, List, Optional, Set
 
 import numpy as np
 
@@ -34,7 +35,9 @@ from queuepipe.compat.v1.graph import (
     Operation, Tensor, as_node, compile_fetches, evaluate, get_default_graph,
     run_timeout,
 )
+from queuepipe.compat.v1.ops import constant_value
 from queuepipe.compat.v1.shapes import TensorShape
+from queuepipe.dtypes import as_dtype
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import OutOfRangeError
 from queuepipe.sparse import SparseValue
@@ -65,7 +68,7 @@ def _leaves(structure: Any) -> List[Any]:
     return [structure]
 
 
-def _rebuild(template: Any, leaves: Iterator[Any]) -> Any:
+def _rebuild(template: Any, leaves: Iterates[Any]) -> Any:
     """``template``'s structure with its components taken from ``leaves``."""
     if isinstance(template, dict):
         built = {key: _rebuild(template[key], leaves) for key in sorted(template)}
@@ -78,6 +81,21 @@ def _rebuild(template: Any, leaves: Iterator[Any]) -> Any:
 def _call(fn: Callable[..., Any], element: Any) -> Any:
     """``fn`` applied as tf.data applies it: a tuple element's components as arguments."""
     return fn(*element) if isinstance(element, tuple) else fn(element)
+
+
+class _Failed:
+    """An element whose computation raised: it flows on in its place (through batch, filter,
+    shuffle...) and its ``sess.run`` raises ``error``; the next run goes on with the next
+    element, as TF's iterators do."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _first_failure(elements: Any) -> Optional[_Failed]:
+    return next((e for e in elements if isinstance(e, _Failed)), None)
 
 
 class _Spec:
@@ -119,9 +137,15 @@ class _ElementFunction:
         self._run = compile_fetches(self.output)
 
     def __call__(self, element: Any) -> Any:
+        """The graph's value for ``element``; a failure (of this element or an earlier
+        stage) as a :class:`_Failed` element."""
+        if isinstance(element, _Failed):
+            return element
         self._slot.values = _leaves(element)
         try:
             return self._run()
+        except Exception as e:  # noqa: BLE001 - the element's error, raised at its run
+            return _Failed(e)
         finally:
             self._slot.values = None
 
@@ -133,7 +157,7 @@ class Dataset:
     """TF1's ``tf.data.Dataset``: a description of elements; ``_elements()`` makes them, from
     the start, each time it is called (so ``repeat`` reads the input again)."""
 
-    def __init__(self, elements: Callable[[], Iterator[Any]], spec: _Spec):
+    def __init__(self, elements: Callable[[], Iterates[Any]], spec: _Spec):
         self._elements = elements
         self._spec = spec
 
@@ -143,15 +167,14 @@ class Dataset:
     def from_tensor_slices(tensors: Any) -> "Dataset":
         """The rows of ``tensors`` (a tuple or dict of arrays with one first dimension)."""
         values = evaluate(tensors, strict=False)
-        leaves = [np.asarray(v, dtype=object) if _is_text(v) else np.asarray(v)
-                  for v in _leaves(values)]
+        leaves = [constant_value(v, None) for v in _leaves(values)]  # TF's dtypes
         counts = {len(leaf) for leaf in leaves}
         if len(counts) != 1:
             raise ValueError(f"Dimensions of the tensors to slice differ: first dimensions "
                              f"{sorted(len(leaf) for leaf in leaves)}")
         rows = counts.pop()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             for i in builtins.range(rows):
                 yield _rebuild(values, (leaf[i] for leaf in leaves))
         return Dataset(elements, _Spec(values, [TensorShape(leaf.shape[1:]) for leaf in leaves],
@@ -163,6 +186,24 @@ class Dataset:
         return Dataset(lambda: iter([values]), _Spec.of(as_constants(values)))
 
     @staticmethod
+    def from_generator(generator: Callable[..., Any], output_types: Any,
+                       output_shapes: Any = None, args: Any = None) -> "Dataset":
+        """The items ``generator(*args)`` yields, each converted to ``output_types`` (a
+        structure of dtypes), called afresh each time the dataset is iterated."""
+        types = [as_dtype(t) for t in _leaves(output_types)]
+        shapes = _leaves(output_shapes) if output_shapes is not None else [None] * len(types)
+        arguments = [evaluate(a, strict=False) for a in (args or ())]
+
+        def elements() -> Iterates[Any]:
+            for item in generator(*arguments):
+                leaves = _leaves(item) if _nested(output_types) else [item]
+                yield _rebuild(output_types, (_converted(v, t) for v, t in
+                                              builtins.zip(leaves, types)))
+        return Dataset(elements, _Spec(output_types,
+                                       [None if s is None else TensorShape(s) for s in shapes],
+                                       types))
+
+    @staticmethod
     def range(*args: int) -> "Dataset":  # noqa: A003 - TF's name
         bounds = builtins.range(*args)
         return Dataset(lambda: (np.int64(i) for i in bounds),
@@ -172,9 +213,9 @@ class Dataset:
     def zip(datasets: Any) -> "Dataset":  # noqa: A003 - TF's name
         members = _leaves_of_datasets(datasets)
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             for items in builtins.zip(*(d._elements() for d in members)):
-                yield _rebuild(datasets, iter(items))
+                yield _first_failure(items) or _rebuild(datasets, iter(items))
         return Dataset(elements, _Spec(_rebuild(datasets, iter(d._spec.template for d in members)),
                                        [s for d in members for s in d._spec.shapes],
                                        [t for d in members for t in d._spec.dtypes]))
@@ -188,7 +229,7 @@ class Dataset:
         patterns = [_text(p) for p in np.atleast_1d(evaluate(file_pattern, strict=False))]
         iteration = itertools.count()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             names = sorted({m for p in patterns for m in remote.glob(p)})
             if shuffle is not False:
                 epoch = next(iteration)
@@ -216,7 +257,15 @@ class Dataset:
     def filter(self, predicate: Callable[..., Any]) -> "Dataset":
         function = _ElementFunction(predicate, self._spec)
         upstream = self._elements
-        return Dataset(lambda: (e for e in upstream() if bool(function(e))), self._spec)
+
+        def elements() -> Iterates[Any]:
+            for element in upstream():
+                keep = function(element)
+                if isinstance(keep, _Failed):
+                    yield keep
+                elif keep:
+                    yield element
+        return Dataset(elements, self._spec)
 
     def flat_map(self, map_func: Callable[..., Any]) -> "Dataset":
         return self.interleave(map_func, cycle_length=1)
@@ -225,14 +274,17 @@ class Dataset:
                    block_length: int = 1, num_parallel_calls: Optional[int] = None,
                    deterministic: Any = None) -> "Dataset":
         """``map_func`` gives a Dataset per element (it is called with the element's values);
-        ``cycle_length`` of them are read in turn, ``block_length`` elements at a time."""
-        cycle = 1 if cycle_length in (None, AUTOTUNE) else int(cycle_length)
+        ``cycle_length`` of them are read in turn (by default, or AUTOTUNE, as many as this
+        process may use CPUs, as TF's), ``block_length`` elements at a time, in one thread."""
+        cycle = _cpus() if cycle_length in (None, AUTOTUNE) else int(cycle_length)
         upstream = self._elements
 
-        def inner(element: Any) -> Iterator[Any]:
+        def inner(element: Any) -> Iterates[Any]:
+            if isinstance(element, _Failed):
+                return iter([element])
             return _call(map_func, as_constants(element))._elements()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             yield from _interleave((inner(e) for e in upstream()), cycle, block_length)
         return Dataset(elements, _inner_spec(map_func, self._spec))
 
@@ -243,7 +295,7 @@ class Dataset:
         upstream = self._elements
         iteration = itertools.count()
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             epoch = next(iteration) if reshuffle_each_iteration else 0
             rng = np.random.default_rng(None if seed is None else (seed + epoch) % 2 ** 32)
             buffer: List[Any] = []
@@ -263,7 +315,7 @@ class Dataset:
         """The elements ``count`` times (None or -1: forever, ending if an epoch is empty)."""
         upstream = self._elements
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             epochs = itertools.count() if count in (None, -1) else builtins.range(int(count))
             for _ in epochs:
                 empty = True
@@ -309,12 +361,16 @@ class Dataset:
         upstream = self._elements
         template = self._spec.template
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             source = upstream()
             while True:
                 group = list(itertools.islice(source, int(batch_size)))
                 if not group or (drop_remainder and len(group) < batch_size):
                     return
+                failure = _first_failure(group)
+                if failure is not None:
+                    yield failure
+                    continue
                 columns = builtins.zip(*(_leaves(e) for e in group))
                 yield _rebuild(template, iter([stack(i, list(c)) for i, c in enumerate(columns)]))
         return Dataset(elements, self._spec.batched(int(batch_size) if drop_remainder
@@ -330,7 +386,7 @@ class Dataset:
         kept: List[Any] = []
         complete = [False]
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             if complete[0]:
                 yield from kept
                 return
@@ -352,8 +408,7 @@ class Dataset:
 
     @property
     def output_shapes(self) -> Any:
-        return _rebuild(self._spec.template, iter(s if s is not None else TensorShape(None)
-                                                  for s in self._spec.shapes))
+        return _shapes_of(self._spec)
 
     @property
     def output_types(self) -> Any:
@@ -377,6 +432,11 @@ def _no_value() -> Any:
     raise _NoValue()
 
 
+def _shapes_of(spec: _Spec) -> Any:
+    return _rebuild(spec.template, iter(s if s is not None else TensorShape(None)
+                                        for s in spec.shapes))
+
+
 def as_constants(values: Any) -> Any:
     """An element's values as constant Tensors (what ``interleave``'s function is given)."""
     return _rebuild(values, (as_node(np.asarray(v) if not isinstance(v, (bytes, SparseValue))
@@ -389,9 +449,10 @@ def _leaves_of_datasets(datasets: Any) -> List[Dataset]:
     return _leaves(datasets)
 
 
-def _is_text(value: Any) -> bool:
-    array = np.asarray(value) if not isinstance(value, np.ndarray) else value
-    return array.dtype.kind in "SUO"
+def _converted(value: Any, dtype: np.dtype) -> Any:
+    """A generator's value as ``dtype`` (str to bytes for strings), as TF converts it."""
+    out = constant_value(value, dtype)
+    return out[()] if out.ndim == 0 else out
 
 
 def _text(value: Any) -> str:
@@ -434,10 +495,16 @@ def _pad_stack(items: List[Any], shape: Any, pad: Any) -> np.ndarray:
     return out
 
 
-def _interleave(sources: Iterator[Iterator[Any]], cycle: int, block: int) -> Iterator[Any]:
+def _cpus() -> int:
+    """The CPUs this process may run on: TF's AUTOTUNE cycle length."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
+
+def _interleave(sources: Iterates[Iterates[Any]], cycle: int, block: int) -> Iterates[Any]:
     """TF's deterministic interleave: ``cycle`` open inputs taken in turn, ``block`` elements
     from each; an input that ends is replaced by the next one."""
-    open_inputs: List[Optional[Iterator[Any]]] = []
+    open_inputs: List[Optional[Iterates[Any]]] = []
     for source in itertools.islice(sources, cycle):
         open_inputs.append(source)
     while any(s is not None for s in open_inputs):
@@ -452,40 +519,47 @@ def _interleave(sources: Iterator[Iterator[Any]], cycle: int, block: int) -> Ite
                     break
 
 
-def _parallel_map(function: _ElementFunction, upstream: Iterator[Any],
-                  workers: int) -> Iterator[Any]:
-    """``function`` over ``upstream`` on ``workers`` runner threads, in order: a QueueRunner
-    takes numbered elements from a FIFOQueue and puts the results in a second one; results
-    that come early wait in a dict until their turn."""
-    todo = queues.FIFOQueue(2 * workers, name="map/todo")
-    done = queues.FIFOQueue(2 * workers, name="map/done")
+def _parallel_map(function: _ElementFunction, upstream: Iterates[Any],
+                  workers: int) -> Iterates[Any]:
+    """``function`` over ``upstream`` on ``workers`` runner threads, in order: one QueueRunner
+    numbers the elements into a FIFOQueue, another's threads take them, compute them and queue
+    the numbers done; the consumer yields the results in number order. The queues carry the
+    numbers (they bound the work in flight and stop it); the elements and results wait in
+    dicts beside them, since a queue holds arrays, not any structure of values."""
+    todo = queues.FIFOQueue(2 * workers, [np.int64], shapes=[[]], name="map/todo")
+    done = queues.FIFOQueue(2 * workers, [np.int64], shapes=[[]], name="map/done")
     numbered = builtins.zip(itertools.count(), upstream)
+    inputs: Dict[int, Any] = {}  # by number: an element is put here, then its number queued
+    results: Dict[int, Any] = {}
 
     def feed() -> None:  # one thread: the generators are not shared
         item = next(numbered, None)
         if item is None:
             raise OutOfRangeError("map: the input is exhausted")
-        todo.enqueue((item[0], *_leaves(item[1])))
+        inputs[item[0]] = item[1]
+        todo.enqueue((item[0],))
 
-    def work() -> None:  # elements go through the queues as their components
-        number, *element = todo.dequeue()
-        done.enqueue((number, *_leaves(function(tuple(element)))))
+    def work() -> None:
+        number = int(todo.dequeue())
+        results[number] = function(inputs.pop(number))
+        done.enqueue((number,))
 
     coord = Coordinator()
     threads = runner.QueueRunner(todo, [feed]).create_threads(coord, start=True)
     threads += runner.QueueRunner(done, [work] * workers).create_threads(coord, start=True)
-    waiting, turn = {}, 0
+    ready: Set[int] = set()
+    turn = 0
     try:
         while True:
-            while turn in waiting:
-                yield waiting.pop(turn)
+            while turn in ready:
+                ready.discard(turn)
+                yield results.pop(turn)
                 turn += 1
             try:
-                number, *result = done.dequeue()
+                ready.add(int(done.dequeue()))
             except OutOfRangeError:
                 coord.raise_requested_exception()
                 return
-            waiting[number] = _rebuild(function.output, iter(result))
     finally:
         coord.request_stop()
         todo.close(cancel_pending_enqueues=True)
@@ -504,7 +578,7 @@ def _join(coord: Coordinator, threads: List[threading.Thread]) -> None:
             raise
 
 
-def _close(elements: Iterator[Any]) -> None:
+def _close(elements: Optional[Iterates[Any]]) -> None:
     """Runs the ``finally`` blocks of a generator left midway (a reader closes its file)."""
     close = getattr(elements, "close", None)
     if close is not None:
@@ -515,13 +589,13 @@ def _file_records(reader_of: Callable[[], Any], filenames: Any,
                   num_parallel_reads: Optional[int]) -> Dataset:
     """A dataset of the records of ``filenames`` (read by a new queuepipe reader per file);
     ``num_parallel_reads`` files interleaved, one record from each in turn, as TF's."""
-    def names() -> Iterator[Any]:  # read when iterated: an interleave's argument is given then
+    def names() -> Iterates[Any]:  # read when iterated: an interleave's argument is given then
         yield from np.atleast_1d(np.asarray(evaluate(filenames, strict=False), dtype=object))
 
     def records_of(name: Any) -> Dataset:
         path = _text(evaluate(name, strict=False))
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             reader = reader_of()
             files = _OneFile(path)
             try:
@@ -536,7 +610,7 @@ def _file_records(reader_of: Callable[[], Any], filenames: Any,
         return Dataset(elements, _Spec(None, [TensorShape([])], [np.dtype(object)]))
 
     cycle = 1 if not num_parallel_reads else (
-        2 if num_parallel_reads == AUTOTUNE else int(num_parallel_reads))
+        _cpus() if num_parallel_reads == AUTOTUNE else int(num_parallel_reads))
     spec = _Spec(None, [TensorShape([])], [np.dtype(object)])
     return Dataset(lambda: _interleave((records_of(n)._elements() for n in names()), cycle, 1),
                    spec)
@@ -596,47 +670,78 @@ class Iterator:
     ``sess.run``; ``initializer`` (an initializable iterator) starts it again from the first
     element. Its runner thread is stopped and joined when the session closes."""
 
-    def __init__(self, dataset: Dataset, initializable: bool):
+    def __init__(self, dataset: Optional[Dataset], initializable: bool,
+                 spec: Optional[_Spec] = None):
         self._dataset = dataset
+        self._spec = spec if spec is not None else dataset._spec  # type: ignore[union-attr]
         self._initializable = initializable
         self._lock = threading.Lock()
-        self._queue: Optional[Any] = None
+        self._queue: Any = None
         self._coord: Optional[Coordinator] = None
-        self._source: Optional[Iterator[Any]] = None
+        self._source: Optional[Iterates[Any]] = None
+        self._values: Dict[int, Any] = {}
         self._threads: List[threading.Thread] = []
-        self._name = get_default_graph().unique_name("Iterator")
-        get_default_graph().add_closer(self._stop)
+        self._graph = get_default_graph()
+        self._name = self._graph.unique_name("Iterator")
+        self._registered = False  # with the graph, to be stopped when its session closes
         self.initializer = Operation(self._start, name=f"{self._name}/MakeIterator") \
             if initializable else None
 
+    @staticmethod
+    def from_structure(output_types: Any, output_shapes: Any = None, shared_name: Any = None,
+                       output_classes: Any = None) -> "Iterator":
+        """TF1's reinitializable iterator: elements of this structure, from whichever dataset
+        ``make_initializer(dataset)``'s op last started."""
+        types = _leaves(output_types)
+        shapes = _leaves(output_shapes) if output_shapes is not None else [None] * len(types)
+        spec = _Spec(output_types, [None if s is None else TensorShape(s) for s in shapes],
+                     [as_dtype(t) for t in types])
+        return Iterator(None, initializable=True, spec=spec)
+
+    def make_initializer(self, dataset: Dataset, name: Optional[str] = None) -> Operation:
+        """An op that starts this iterator on ``dataset``'s first element."""
+        return Operation(lambda: self._start(dataset), name=name or f"{self._name}/MakeIterator")
+
     @property
     def output_shapes(self) -> Any:
-        return self._dataset.output_shapes
+        return _shapes_of(self._spec)
 
     @property
     def output_types(self) -> Any:
-        return self._dataset.output_types
+        return _rebuild(self._spec.template, iter(self._spec.dtypes))
 
-    def _start(self) -> None:
+    def _start(self, dataset: Optional[Dataset] = None) -> None:
         with self._lock:
             self._stop_locked()
-            queue = queues.FIFOQueue(2, name=f"{self._name}/buffer")
+            self._dataset = dataset if dataset is not None else self._dataset
+            if self._dataset is None:
+                raise _not_initialized(self._name)
+            queue = queues.FIFOQueue(2, [np.int64], shapes=[[]], name=f"{self._name}/buffer")
             source = self._dataset._elements()
+            values: Dict[int, Any] = {}  # by number, as in _parallel_map
+            numbers = itertools.count()
 
             def enqueue_next() -> None:
                 try:
                     element = next(source)
                 except StopIteration:
                     raise OutOfRangeError("End of sequence") from None
-                queue.enqueue(tuple(_leaves(element)))
+                number = next(numbers)
+                values[number] = element
+                queue.enqueue((number,))
 
+            if not self._registered:
+                self._graph.add_closer(self._stop)
+                self._registered = True
             self._coord = Coordinator()
             self._threads = runner.QueueRunner(queue, [enqueue_next]).create_threads(
                 self._coord, start=True)
-            self._queue, self._source = queue, source
+            self._queue, self._source, self._values = queue, source, values
 
     def _stop(self) -> None:
+        """What the session's close calls (which forgets it: a later start registers again)."""
         with self._lock:
+            self._registered = False
             self._stop_locked()
 
     def _stop_locked(self) -> None:
@@ -657,18 +762,19 @@ class Iterator:
         if self._queue is None:
             self._start()
         try:
-            leaves = self._queue.dequeue(timeout=run_timeout())
+            number = self._queue.dequeue(timeout=run_timeout())
         except OutOfRangeError:
             if self._coord is not None:
                 self._coord.raise_requested_exception()
             raise OutOfRangeError("End of sequence") from None
-        if len(self._dataset._spec.shapes) == 1 or not _nested(leaves):
-            leaves = (leaves[0] if _nested(leaves) else leaves,)
-        return _rebuild(self._dataset._spec.template, iter(leaves))
+        element = self._values.pop(int(number))
+        if isinstance(element, _Failed):
+            raise element.error
+        return element
 
     def get_next(self, name: Optional[str] = None) -> Any:
         node = Tensor(self._next, name=name or f"{self._name}/IteratorGetNext")
-        spec = self._dataset._spec
+        spec = self._spec
         if spec.template is None or not isinstance(spec.template, (tuple, list, dict)):
             node._shape, node._dtype = spec.shapes[0], spec.dtypes[0]
             return node
@@ -737,7 +843,7 @@ def _ignore_errors(log_warning: bool = False) -> Callable[[Dataset], Dataset]:
     def apply(dataset: Dataset) -> Dataset:
         upstream = dataset._elements
 
-        def elements() -> Iterator[Any]:
+        def elements() -> Iterates[Any]:
             source = upstream()
             while True:
                 try:

@@ -21,7 +21,7 @@ import contextlib
 import operator
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, cast
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, cast
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from queuepipe.dtypes import as_dtype
 from queuepipe.runner import Pipeline, get_default_pipeline
 
 __all__ = ["Tensor", "Operation", "evaluate", "compile_fetches", "Graph", "get_default_graph",
-           "Session", "as_node", "no_op", "run_timeout"]
+           "Session", "as_node", "no_op", "run_timeout", "OpRef"]
 
 
 class Tensor:
@@ -82,8 +82,9 @@ class Tensor:
         return self._dtype
 
     @property
-    def op(self) -> "Tensor":
-        return self
+    def op(self) -> "OpRef":
+        """The op that makes this tensor: its ``name`` (``input/Cast``) and ``graph``."""
+        return OpRef(self.name.rsplit(":", 1)[0], self.graph)
 
     @property
     def device(self) -> str:
@@ -109,7 +110,6 @@ class Tensor:
         """The value in one run of ``session`` (the default session if None)."""
         return (session or _default_session()).run(self)
 
-
     def __iter__(self):
         raise TypeError(f"Tensor '{self.name}' is a symbolic value: it has no elements to "
                         "iterate at graph-build time (run it with sess.run to get its value)")
@@ -120,6 +120,13 @@ class Tensor:
 
     def __repr__(self) -> str:
         return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype}>"
+
+
+class OpRef(NamedTuple):
+    """``tensor.op``: the name of the op that makes a tensor, and its graph."""
+
+    name: str
+    graph: Any
 
 
 def _first_arguments(fn: Callable[..., Any], count: int) -> Callable[..., Any]:
@@ -156,12 +163,20 @@ class _Constant(Tensor):
         self._inputs = []
         self.name = "Const:0"
         self.graph = None
-        self._shape = None if callable(value) else as_shape(np.shape(value))
+        self._shape = None if callable(value) else _static_shape(value)
         typed = isinstance(value, (np.ndarray, np.generic, bytes))
         self._dtype = as_dtype(np.asarray(value).dtype) if typed else None
 
     def _value(self, memo: Dict[int, Any]) -> Any:
         return self._constant
+
+
+def _static_shape(value: Any) -> Optional[TensorShape]:
+    """A constant's shape, None for a ragged nesting (NumPy gives it none)."""
+    try:
+        return as_shape(np.shape(value))
+    except ValueError:
+        return None
 
 
 def as_node(value: Any) -> Tensor:
@@ -296,8 +311,8 @@ class Graph:
         return self._names.scope(name)
 
     def add_closer(self, close: Callable[[], None]) -> None:
-        """``close`` runs when a session of this graph closes (it stops threads the graph's
-        iterators started)."""
+        """``close`` runs when the next session of this graph closes (it stops the threads an
+        iterator started), once."""
         self._closers.append(close)
 
 
@@ -458,7 +473,8 @@ class Session:
         self._closed = True
         for queue in self.graph.pipeline.queues:
             queue.close(cancel_pending_enqueues=True)
-        for close in self.graph._closers:
+        closers, self.graph._closers = self.graph._closers, []
+        for close in closers:
             close()
 
     def __enter__(self) -> "Session":

@@ -25,6 +25,7 @@ from queuepipe import batching, producers, queues, readers, runner
 from queuepipe.compat.v1.graph import (
     Operation, Tensor, as_node, compile_fetches, evaluate, get_default_graph, run_timeout,
 )
+from queuepipe.compat.v1.ops import constant_value
 from queuepipe.compat.v1.shapes import TensorShape
 from queuepipe.errors import OutOfRangeError
 
@@ -211,6 +212,8 @@ def _constant(value: Any) -> Any:
         return value.native
     if isinstance(value, Tensor):
         return evaluate(value)
+    if isinstance(value, (list, tuple)):
+        return constant_value(value, None)  # Python lists take TF's dtypes (int32, float32)
     return value
 
 
@@ -230,7 +233,8 @@ class _MatchedFiles(Tensor):
 def match_filenames_once(pattern: Any, name: Optional[str] = None) -> Tensor:
     """TF1's ``tf.train.match_filenames_once``: a Tensor ``sess.run`` evaluates to the sorted
     matching names (an object array of bytes), the same on every run."""
-    return _MatchedFiles(producers.match_filenames_once(_constant(pattern)),
+    patterns = evaluate(pattern) if isinstance(pattern, Tensor) else pattern
+    return _MatchedFiles(producers.match_filenames_once(patterns),
                          name=name or "matching_filenames")
 
 
@@ -250,7 +254,7 @@ def string_input_producer(string_tensor: Any, num_epochs: Optional[int] = None,
                           cancel_op: Any = None) -> _Queue:
     return _Queue(producers.string_input_producer(
         _constant(string_tensor), num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-        capacity=capacity, name=name))
+        capacity=capacity, name=_scoped(name or "input_producer")))
 
 
 def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: bool = True,
@@ -259,7 +263,7 @@ def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: 
                          name: Optional[str] = None) -> _Queue:
     return _Queue(producers.range_input_producer(
         _constant(limit), num_epochs=num_epochs, shuffle=shuffle, seed=seed, capacity=capacity,
-        name=name))
+        name=_scoped(name or "input_producer")))
 
 
 def input_producer(input_tensor: Any, element_shape: Any = None,
@@ -268,22 +272,20 @@ def input_producer(input_tensor: Any, element_shape: Any = None,
                    summary_name: Any = None, name: Optional[str] = None,
                    cancel_op: Any = None) -> _Queue:
     values = _constant(input_tensor)
+    scoped = _scoped(name or "input_producer")
     if not callable(values) and np.ndim(values) >= 1 and len(values) == 0:
-        return _empty_producer(values, num_epochs, capacity, name or "input_producer")
+        return _empty_producer(values, capacity, scoped)
     return _Queue(producers.input_producer(
         values, element_shape, num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-        capacity=capacity, name=name))
+        capacity=capacity, name=scoped))
 
 
-def _empty_producer(values: Any, num_epochs: Optional[int], capacity: int,
-                    name: str) -> _Queue:
+def _empty_producer(values: Any, capacity: int, name: str) -> _Queue:
     """TF's producer over no rows: a queue that gets no element and is closed when its runner
     first runs, so that a dequeue raises ``OutOfRangeError`` (with ``num_epochs=None`` TF's
     runner spins forever enqueuing nothing: here the queue is closed all the same)."""
-    del num_epochs
     array = np.asarray(values, dtype=object if np.asarray(values).dtype.kind in "SUO" else None)
-    queue = queues.FIFOQueue(capacity, [array.dtype], shapes=[array.shape[1:]],
-                             name=_scoped(f"{name}/fifo_queue"))
+    queue = queues.FIFOQueue(capacity, [array.dtype], shapes=[array.shape[1:]], name=name)
 
     def nothing_left() -> None:
         raise OutOfRangeError(f"{name}: the input has no rows")
@@ -298,10 +300,10 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: Optional[int] =
                          name: Optional[str] = None) -> List[Tensor]:
     """One Tensor per input tensor; each evaluation takes the next slice of all of them."""
     values = [_constant(t) for t in tensor_list]
-    take = producers.slice_input_producer(values,
-                                          num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-                                          capacity=capacity, name=name)
-    row = Tensor(take, name=name or "input_producer")
+    scoped = _scoped(name or "input_producer")
+    take = producers.slice_input_producer(values, num_epochs=num_epochs, shuffle=shuffle,
+                                          seed=seed, capacity=capacity, name=scoped)
+    row = Tensor(take, output_of=f"{scoped}:0")
     return [row.output(i, shape=np.shape(value)[1:], dtype=_static_dtype(value))
             for i, value in enumerate(values)]
 
@@ -387,17 +389,19 @@ def _static_shapes(like: Any, enqueue_many: bool, dynamic_pad: bool, shapes: Any
     found = {key: _element_shape(component, enqueue_many) for key, component in items}
     if not dynamic_pad:
         for key, component in items:
-            if found[key] is not None and found[key].ndims is None:
+            shape = found[key]
+            if shape is not None and shape.ndims is None:
                 raise ValueError(f"Cannot infer Tensor's rank: {as_node(component)!r}")
         if any(s is not None and not s.is_fully_defined() for s in found.values()):
             listed = ", ".join(repr(s if s is not None else TensorShape(None))
                                for s in found.values())
             raise ValueError(f"All shapes must be fully defined: [{listed}]")
-    if any(s is None or s.ndims is None for s in found.values()):
+    known = {key: s for key, s in found.items() if s is not None and s.ndims is not None}
+    if len(known) < len(found):
         return None
     if isinstance(like, dict):
-        return {key: s.as_list() for key, s in found.items()}
-    return [s.as_list() for s in found.values()]
+        return {key: s.as_list() for key, s in known.items()}
+    return [s.as_list() for s in known.values()]
 
 
 def batch(tensors: Any, batch_size: int, num_threads: int = 1, capacity: int = 32,

@@ -30,7 +30,9 @@ __all__ = [
     "parse_single_sequence_example", "sparse_tensor_to_dense", "identity", "shape", "size",
     "constant", "convert_to_tensor", "add", "subtract", "multiply", "divide", "maximum",
     "minimum", "abs", "sqrt", "square", "exp", "log", "equal", "not_equal", "greater", "less",
-    "group", "py_func", "numpy_function", "strided_slice", "parse_sequence_example",
+    "group", "py_func", "numpy_function", "py_function", "strided_slice", "round", "floor",
+    "logical_and", "logical_or", "logical_not", "zeros", "ones", "zeros_like", "ones_like",
+    "fill", "range", "tile", "pad", "where", "clip_by_value", "parse_sequence_example",
 ]
 
 
@@ -82,8 +84,8 @@ def _probe(fn: Any, nodes: Sequence[Tensor]) -> Any:
     first, second = results
     if first.ndim != second.ndim:
         return TensorShape(None), first.dtype
-    dims = [a if a == b else None for a, b in zip(first.shape, second.shape)]
-    return TensorShape(dims), first.dtype
+    return TensorShape([a if a == b else None for a, b in zip(first.shape, second.shape)]), \
+        first.dtype
 
 
 def _dtype(dtype: Any) -> np.dtype:
@@ -305,7 +307,7 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
         na_value=na_value, select_cols=select_cols), [node], name=name or "DecodeCSV")
     count = len(select_cols) if select_cols is not None else len(record_defaults)
     return [columns.output(i, shape=node._shape, dtype=_default_dtype(record_defaults[i]))
-            for i in range(count)]
+            for i in builtins.range(count)]
 
 
 def _default_dtype(default: Any) -> Any:
@@ -433,6 +435,25 @@ def _py_func_result(label: str, value: Any, dtype: np.dtype) -> Any:
 numpy_function = py_func
 
 
+class _EagerValue(np.ndarray):
+    """What ``tf.py_function``'s function is given: the value, with EagerTensor's ``numpy()``
+    (bytes for a string scalar, a NumPy scalar for a number)."""
+
+    def numpy(self) -> Any:
+        value = self.view(np.ndarray)
+        return value[()] if value.ndim == 0 else value
+
+
+def py_function(func: Callable[..., Any], inp: Sequence[Any], Tout: Any,  # noqa: N803
+                name: Optional[str] = None) -> Any:
+    """``tf.py_function``: as :func:`py_func`, each input given with a ``numpy()`` method
+    as TF's EagerTensors have."""
+    def eager(*values: Any) -> Any:
+        return func(*(np.asarray(v, dtype=object if isinstance(v, bytes) else None)
+                      .view(_EagerValue) for v in values))
+    return py_func(eager, inp, Tout, name=name or "EagerPyFunc")
+
+
 def group(*inputs: Any, name: Optional[str] = None) -> Operation:
     """``tf.group``: one operation that runs every input (in one evaluation)."""
     return Operation(lambda *values: None, inputs, name=name or "group_deps")
@@ -454,7 +475,7 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str = "Cons
     """``tf.constant`` as TF makes it: Python ints int32 (int64 where they do not fit),
     floats float32, strings an object array of ``bytes`` keeping every byte (a scalar stays
     ``bytes``), as ``sess.run`` gives them in TF."""
-    out = _constant_array(value, None if dtype is None else _dtype(dtype))
+    out = constant_value(value, None if dtype is None else _dtype(dtype))
     if shape is not None:
         out = _fill(out, [int(d) for d in np.atleast_1d(shape)] if np.ndim(shape) else [])
     return as_node(out[()] if out.ndim == 0 and out.dtype == _dtypes.string else out)
@@ -473,7 +494,8 @@ def _fill(values: np.ndarray, shape: List[int]) -> np.ndarray:
     return np.concatenate([flat, np.repeat(flat[-1:], size - flat.size)]).reshape(shape)
 
 
-def _constant_array(value: Any, dtype: Optional[np.dtype]) -> np.ndarray:
+def constant_value(value: Any, dtype: Optional[np.dtype]) -> np.ndarray:
+    """``value`` as the array TF makes of it (``dtype``, else TF's inferred dtype)."""
     if isinstance(value, np.ndarray) and dtype is None:
         return value.astype(object) if value.dtype.kind in "SU" else value
     inferred = np.asarray(value, dtype=object if _has_strings(value) else None)
@@ -526,6 +548,84 @@ equal, not_equal = _binary("Equal", np.equal), _binary("NotEqual", np.not_equal)
 greater, less = _binary("Greater", np.greater), _binary("Less", np.less)
 abs, sqrt, square = _unary("Abs", np.abs), _unary("Sqrt", np.sqrt), _unary("Square", np.square)  # noqa: A001
 exp, log = _unary("Exp", np.exp), _unary("Log", np.log)
+round, floor = _unary("Round", np.round), _unary("Floor", np.floor)  # noqa: A001 - TF's names
+logical_and, logical_or = _binary("LogicalAnd", np.logical_and), \
+    _binary("LogicalOr", np.logical_or)
+logical_not = _unary("LogicalNot", np.logical_not)
+
+
+def zeros(shape: Any, dtype: Any = _dtypes.float32, name: Optional[str] = None) -> Tensor:
+    target = _dtype(dtype)
+    return _op(name or "zeros", lambda s: np.zeros(tuple(np.asarray(s).tolist()), target), shape)
+
+
+def ones(shape: Any, dtype: Any = _dtypes.float32, name: Optional[str] = None) -> Tensor:
+    target = _dtype(dtype)
+    return _op(name or "ones", lambda s: np.ones(tuple(np.asarray(s).tolist()), target), shape)
+
+
+def zeros_like(tensor: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:
+    return _op(name or "zeros_like", lambda v: np.zeros_like(
+        np.asarray(v), dtype=None if dtype is None else _dtype(dtype)), tensor)
+
+
+def ones_like(tensor: Any, dtype: Any = None, name: Optional[str] = None) -> Tensor:
+    return _op(name or "ones_like", lambda v: np.ones_like(
+        np.asarray(v), dtype=None if dtype is None else _dtype(dtype)), tensor)
+
+
+def fill(dims: Any, value: Any, name: Optional[str] = None) -> Tensor:
+    """``tf.fill``: ``value``'s dtype as TF makes it (a Python int is int32)."""
+    return _op(name or "Fill", lambda d, v: np.full(tuple(np.asarray(d).tolist()), v),
+               dims, constant_value(value, None) if not isinstance(value, Tensor) else value)
+
+
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # noqa: A001
+          name: str = "range") -> Tensor:
+    """``tf.range``: int32 for Python ints, float32 for floats, unless ``dtype`` says."""
+    bounds = [0, start, delta] if limit is None else [start, limit, delta]
+    target = _dtype(dtype) if dtype is not None else constant_value(
+        [np.asarray(evaluate_constant(b)).item() for b in bounds], None).dtype
+    return _op(name, lambda *b: np.arange(*b, dtype=target), *bounds)
+
+
+def evaluate_constant(value: Any) -> Any:
+    """A build-time value: a constant Tensor's, or ``value`` itself."""
+    return value._constant if isinstance(value, _Constant) else value
+
+
+def tile(input: Any, multiples: Any, name: Optional[str] = None) -> Tensor:  # noqa: A002
+    return _op(name or "Tile", lambda v, m: np.tile(v, tuple(np.asarray(m).tolist())),
+               input, multiples)
+
+
+def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", name: Optional[str] = None,
+        constant_values: Any = 0) -> Tensor:
+    """``tf.pad``: ``CONSTANT``, ``REFLECT`` or ``SYMMETRIC``, as NumPy's modes of those
+    names compute them."""
+    modes = {"CONSTANT": {"mode": "constant", "constant_values": constant_values},
+             "REFLECT": {"mode": "reflect"}, "SYMMETRIC": {"mode": "symmetric"}}
+    if mode.upper() not in modes:
+        raise ValueError(f"tf.pad: mode must be one of {sorted(modes)}, got {mode!r}")
+    arguments: Dict[str, Any] = modes[mode.upper()]
+
+    def padded(v: Any, p: Any) -> np.ndarray:
+        return np.pad(v, [tuple(row) for row in np.asarray(p).tolist()], **arguments)
+    return _op(name or "Pad", padded, tensor, paddings)
+
+
+def where(condition: Any, x: Any = None, y: Any = None, name: Optional[str] = None) -> Tensor:
+    """``tf.where``: ``x`` where ``condition`` holds, else ``y``; without them, the int64
+    coordinates of the true elements, one row each."""
+    if x is None and y is None:
+        return _op(name or "Where", lambda c: np.argwhere(c).astype(np.int64), condition)
+    return _op(name or "Select", lambda c, a, b: np.where(c, a, b), condition, x, y)
+
+
+def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any,
+                  name: Optional[str] = None) -> Tensor:
+    return _op(name or "clip_by_value", lambda v, lo, hi: np.clip(v, lo, hi).astype(
+        np.asarray(v).dtype), t, clip_value_min, clip_value_max)
 
 
 def _install_operators() -> None:
@@ -547,7 +647,7 @@ def _install_operators() -> None:
                                               "invert": operator.invert}
     for method, one in unary.items():
         setattr(Tensor, f"__{method}__", lambda self, fn=one, m=method: _op(m, fn, self))
-    Tensor.__getitem__ = _getitem  # type: ignore[method-assign]
+    setattr(Tensor, "__getitem__", _getitem)
 
 
 _install_operators()
