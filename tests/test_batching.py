@@ -1094,15 +1094,17 @@ def raising_once(error, produce, at=5):
     return call
 
 
-@pytest.mark.parametrize("threads, seed", [(1, None), (3, None), (3, 7)])
+@pytest.mark.parametrize("threads, seed, many", [(1, None, False), (3, None, False),
+                                                 (3, 7, False), (2, None, True)])
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed):
-    produce = raising_once(StopIteration(), lambda: (0,))
+def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed,
+                                                                   many):
+    produce = raising_once(StopIteration(), lambda: ([0, 1],) if many else (0,))
     if shuffle:
         batches = shuffle_batch(produce, 2, capacity=8, min_after_dequeue=2,
-                                num_threads=threads, seed=seed)
+                                num_threads=threads, seed=seed, enqueue_many=many)
     else:
-        batches = batch(produce, 2, num_threads=threads, capacity=8)
+        batches = batch(produce, 2, num_threads=threads, capacity=8, enqueue_many=many)
     with pytest.raises(RuntimeError, match=r"^the producer of queue '.*' raised "
                                            r"StopIteration.*OutOfRangeError") as caught:
         for _ in batches:  # endless otherwise: only the error ends it
