@@ -1,5 +1,6 @@
 """Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
 
+import _thread
 import collections
 import gc
 import logging
@@ -1252,3 +1253,21 @@ def test_enqueue_many_of_a_sparse_value_of_rank_below_two_names_the_component(de
                              rf"input SparseTensor should be > 1, but saw rank: "
                              rf"{len(dense_shape)}\)$"):
         next(batches)
+
+
+def test_state_dict_of_read_batch_features_interrupted_before_its_first_element(shards):
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    box = {}
+
+    def parse(serialized):  # Ctrl-C reaches the consumer; this chunk comes after the stop
+        _thread.interrupt_main()
+        wait_until(lambda: box["batches"].queue.is_closed(), "the batches stopped")
+        return parse_example(serialized, FEATURES)
+
+    box["batches"] = batches = read_batch_features(pattern, 4, FEATURES, num_epochs=1,
+                                                   parse_fn=parse, num_enqueue_threads=1)
+    with pytest.raises(KeyboardInterrupt):
+        batches.dequeue()
+    state = batches.state_dict()
+    resumed = read_batch_features(pattern, 4, FEATURES, num_epochs=1, state=state)
+    assert Counter(int(i) for b in resumed for i in b["id"]) == Counter(range(60))
