@@ -9,7 +9,7 @@ seeds.
   ``read_batch_features``' ``parse_fn``) raises ``StopIteration``, ``OutOfRangeError``,
   ``CancelledError``, ``GeneratorExit`` or ``KeyboardInterrupt`` on one record, every pair
   drawn. Only a producer's ``OutOfRangeError`` or ``CancelledError`` ends its input (its
-  thread's: the other threads deliver the rest); anything else reaches the consumer (a
+  thread's: the other threads, if any, deliver the rest); anything else reaches the consumer (a
   ``RuntimeError`` naming the function for what would look like an end), and nothing hangs.
 * ``dropped``: one to three ``Batches`` built on a shared producer and dropped before their
   first batch (a notebook cell run again), then one that is read, by itself or under
@@ -148,10 +148,12 @@ def _user_exception(tmp_path, rng, k):
         with qp.Pipeline().as_default():
             batches = _batching(rng, [lambda: (numbers(), b"")], keep)
     got = collections.Counter()
-    if ends:  # its thread's input ended: the others deliver the rest
+    if ends:  # its thread's input ended: the others (if any) deliver the rest
         with batches:
             drain(batches, got=got)
-        assert got == collections.Counter(i for i in range(n) if i != trip)
+        alone, others = collections.Counter(range(trip)), \
+            collections.Counter(i for i in range(n) if i != trip)
+        assert got in (alone, others), (trip, n, sorted((others - got).elements())[:10])
         return
     expected = RuntimeError if isinstance(error, (StopIteration, qp.errors.OutOfRangeError,
                                                   qp.errors.CancelledError)) else error_type
