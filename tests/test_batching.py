@@ -1,5 +1,6 @@
 """Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
 
+import _thread
 import collections
 import gc
 import logging
@@ -1094,15 +1095,17 @@ def raising_once(error, produce, at=5):
     return call
 
 
-@pytest.mark.parametrize("threads, seed", [(1, None), (3, None), (3, 7)])
+@pytest.mark.parametrize("threads, seed, many", [(1, None, False), (3, None, False),
+                                                 (3, 7, False), (2, None, True)])
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed):
-    produce = raising_once(StopIteration(), lambda: (0,))
+def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed,
+                                                                   many):
+    produce = raising_once(StopIteration(), lambda: ([0, 1],) if many else (0,))
     if shuffle:
         batches = shuffle_batch(produce, 2, capacity=8, min_after_dequeue=2,
-                                num_threads=threads, seed=seed)
+                                num_threads=threads, seed=seed, enqueue_many=many)
     else:
-        batches = batch(produce, 2, num_threads=threads, capacity=8)
+        batches = batch(produce, 2, num_threads=threads, capacity=8, enqueue_many=many)
     with pytest.raises(RuntimeError, match=r"^the producer of queue '.*' raised "
                                            r"StopIteration.*OutOfRangeError") as caught:
         for _ in batches:  # endless otherwise: only the error ends it
@@ -1259,3 +1262,21 @@ def test_read_batch_features_takes_a_thread_per_usable_core_when_the_core_parses
     assert features._default_enqueue_threads() == 3
     monkeypatch.setattr(features, "core_available", lambda: False)  # the GIL: one thread
     assert features._default_enqueue_threads() == 1
+
+
+def test_state_dict_of_read_batch_features_interrupted_before_its_first_element(shards):
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    box = {}
+
+    def parse(serialized):  # Ctrl-C reaches the consumer; this chunk comes after the stop
+        _thread.interrupt_main()
+        wait_until(lambda: box["batches"].queue.is_closed(), "the batches stopped")
+        return parse_example(serialized, FEATURES)
+
+    box["batches"] = batches = read_batch_features(pattern, 4, FEATURES, num_epochs=1,
+                                                   parse_fn=parse, num_enqueue_threads=1)
+    with pytest.raises(KeyboardInterrupt):
+        batches.dequeue()
+    state = batches.state_dict()
+    resumed = read_batch_features(pattern, 4, FEATURES, num_epochs=1, state=state)
+    assert Counter(int(i) for b in resumed for i in b["id"]) == Counter(range(60))

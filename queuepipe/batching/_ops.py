@@ -78,10 +78,14 @@ class _EnqueueOp:
     ``_GROUP_SIZE``, no more than the queue has room for) and puts them in one step, under
     one lock with one wake-up: per element, that lock, the wake-up check and the thread
     hand-overs cost as much as reading the record. Each element is checked as ``enqueue``
-    checks it as soon as it is produced and goes to the queue's stage (``_add_stage``), where
-    a waiting dequeue takes it even while the producer's next call blocks. When the producer
-    raises (``OutOfRangeError`` at the end of the input, or any error), the elements already
-    produced are put first, so every element still arrives exactly once.
+    checks it as soon as it is produced (its arrays copied, as ``enqueue`` copies them: a
+    producer may refill the buffer it returned) and goes to the queue's stage
+    (``_add_stage``), where a waiting dequeue takes it even while the producer's next call
+    blocks. When the producer raises (``OutOfRangeError`` at the end of the input, or any
+    error), the elements already produced are put first, so every element still arrives
+    exactly once. Only the producer ends the input: its ``StopIteration``, and whatever looks
+    like an end from ``keep_input``, is raised as a failure naming it (see
+    ``runner.END_LOOKALIKES``).
     """
 
     def __init__(self, producer: Callable[[], Any], queue: _DeferredQueue,
