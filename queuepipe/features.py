@@ -69,6 +69,9 @@ class _Tagged(_Structure):
         super().__init__()
         self._delivered = delivered
         self._lists = list(lists)
+        # The ordinals of each batch restored and not yet known to have reached its caller,
+        # by the consumer's thread.
+        self._handed: Dict[int, np.ndarray] = {}
         self._user: Optional[type] = None  # dict, tuple, list, or object for a bare value
 
     def tag(self, element: Any, ordinals: np.ndarray) -> Any:
@@ -91,8 +94,19 @@ class _Tagged(_Structure):
         else:
             *batch, ordinals = batch
             batch = batch[0] if self._user is object else cast(type, self._user)(batch)
-        self._delivered(ordinals)
+        self._handed[threading.get_ident()] = ordinals
         return batch
+
+    def commit(self) -> None:
+        """The batches restored have reached their callers: their records are delivered.
+        Whole whatever instant a Ctrl-C lands (marking again is harmless)."""
+        for ident, ordinals in list(self._handed.items()):
+            self._delivered(ordinals)
+            self._handed.pop(ident, None)
+
+    def withhold(self) -> None:
+        """The batch this thread restored last never reached its caller."""
+        self._handed.pop(threading.get_ident(), None)
 
 
 def _longest_in_batch(lists: SparseValue) -> SparseValue:

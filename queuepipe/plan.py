@@ -32,6 +32,7 @@ import base64
 import binascii
 import bisect
 import collections
+import itertools
 import logging
 import os
 import threading
@@ -419,19 +420,23 @@ class ReadPlan:
 
     def delivered(self, ordinals: np.ndarray) -> None:
         """Marks the records of ``ordinals`` delivered; the oldest tickets whose records all
-        are are forgotten."""
+        are are forgotten.
+
+        Idempotent (records already forgotten are passed over), and whole whatever instant a
+        Ctrl-C lands: the marks change in place only by clearing, which may be done again,
+        and the forgetting is one assignment.
+        """
         with self._marks_lock:
-            left = self._left
-            left[ordinals - self._low] = False
-            while self._tickets:
-                base, where = self._tickets[0]
-                start = base - self._low
-                if left[start:start + where[-1]].any():
+            low, left = self._low, self._left
+            left[ordinals[ordinals >= low] - low] = False
+            forgotten = end = 0
+            for base, where in self._tickets:
+                if left[base - low:base - low + where[-1]].any():
                     break
-                self._tickets.popleft()
-                left = left[start + where[-1]:]
-                self._low = base + where[-1]
-            self._left = left
+                forgotten, end = forgotten + 1, base - low + where[-1]
+            if forgotten:
+                tickets = collections.deque(itertools.islice(self._tickets, forgotten, None))
+                self._tickets, self._left, self._low = tickets, left[end:], low + end
 
     def state(self) -> Dict[str, Any]:
         """Where the plan is, and every open ticket with the records it has not delivered."""

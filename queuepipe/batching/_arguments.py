@@ -156,6 +156,13 @@ class _Structure:
             return [batch] if single else list(batch)
         return batch
 
+    def commit(self) -> None:
+        """The batches restored reached their callers (a hook for a structure that keeps a
+        state, called before the next batch and before a state is taken)."""
+
+    def withhold(self) -> None:
+        """The batch restored last on this thread never reached its caller (a hook)."""
+
 
 def _dtype_of(value: Any) -> np.dtype:
     """The queue dtype for a component: queuepipe's string dtype for bytes and str, the
