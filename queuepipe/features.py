@@ -29,12 +29,14 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure
+from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
+    sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
 from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
 from queuepipe.plan import REFUSED, ReadPlan, pack_ints, unpack_ints
-from queuepipe.producers import match_filenames_once
+from queuepipe.producers import _check_num_epochs, match_filenames_once
 from queuepipe.readers import TFRecordReader
+from queuepipe.runner import END_LOOKALIKES, not_an_end
 from queuepipe.shards import indexed_count
 from queuepipe.sparse import SparseValue
 
@@ -93,7 +95,8 @@ class _Tagged(_Structure):
                 batch[key] = _longest_in_batch(batch[key])
         else:
             *batch, ordinals = batch
-            batch = batch[0] if self._user is object else cast(type, self._user)(batch)
+            batch = batch[0] if self._user is object else sequence_of(cast(type, self._user),
+                                                                      batch)
         self._handed[threading.get_ident()] = ordinals
         return batch
 
@@ -209,7 +212,10 @@ class _Planned:
 
     def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
                 ordinals: np.ndarray) -> Any:
-        element = self._parse(values, keys) if self._keyed else self._parse(values)
+        try:
+            element = self._parse(values, keys) if self._keyed else self._parse(values)
+        except END_LOOKALIKES as e:  # an error, never an end (nor a seeded chunk's hang)
+            raise not_an_end(e, f"parse_fn of queue '{self._queue.name}'") from e
         return self.structure.tag(element, ordinals)
 
     def _op(self) -> None:
@@ -241,7 +247,7 @@ class _Planned:
         with self._lock:
             if self._resume is not None:  # loaded, not started: still the loaded state
                 return self._loaded
-        queue = self._queue._queue if self._queue is not None else None
+        queue = self._queue.built if self._queue is not None else None
         held: Any = None
         if queue is not None:  # first the queue, then the plan: see the module docstring
             names = queue.names
@@ -407,6 +413,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
 
     Raises:
       NotFoundError: no file matches ``file_pattern``.
+      ValueError: ``num_epochs`` is neither None nor a positive integer (as the producers
+        say).
       InvalidArgumentError: a size or count is not a positive integer, a feature is a
         FixedLenSequenceFeature and no ``parse_fn`` is given, ``shuffle`` is unknown or
         ``"global"`` lacks its indexes, or ``state`` is not this pipeline's.
@@ -417,6 +425,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     queue_capacity = _positive_int(queue_capacity, "queue_capacity")
     _positive_int(reader_num_threads, "reader_num_threads")
     num_enqueue_threads = _positive_int(num_enqueue_threads, "num_enqueue_threads")
+    num_epochs = _check_num_epochs(num_epochs)
     read_batch_size = _positive_int(max(batch_size, 512) if read_batch_size is None
                                     else read_batch_size, "read_batch_size")
     if shuffle not in SHUFFLES:

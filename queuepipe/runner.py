@@ -26,6 +26,26 @@ __all__ = ["QueueRunner", "RunnerGroup", "Pipeline", "get_default_pipeline",
 _log = logging.getLogger(__name__)
 
 
+# What a user's function may raise that a runner takes for the end of its input or a closed
+# queue. Only a producer ends its input (by raising OutOfRangeError; CancelledError when the
+# queue it reads closes): raised by any other function of the user (keep_input, parse_fn), or
+# StopIteration by any (a next() past the end, PEP 479's problem), it is a failure.
+END_LOOKALIKES = (StopIteration, OutOfRangeError, CancelledError)
+
+
+def not_an_end(e: BaseException, what: str) -> RuntimeError:
+    """The failure to raise (``from e``) when ``what``, a user's function named with its
+    queue, raised ``e``, one of :data:`END_LOOKALIKES`, which must not end the input quietly
+    (nor leave a seeded pipeline waiting for the turn of the chunk it dropped)."""
+    if isinstance(e, StopIteration):
+        why = ("(a next() past the end of an iterator?): a producer ends its input by raising "
+               "OutOfRangeError")
+    else:
+        why = f"({str(e)[:80]!r}): only the producer ends the input, by raising OutOfRangeError"
+    return RuntimeError(f"{what} raised {type(e).__name__}, an error, not the end of the "
+                        f"input {why}")
+
+
 def _run_ignoring_errors(op: Callable[[], Any], what: str) -> None:
     """Runs a close or cancel op; like TF, an error there is logged and ignored."""
     try:
@@ -76,7 +96,10 @@ class QueueRunner:
     pending enqueues cancelled, and a consumer's dequeue, once the queue is drained, raises a
     copy of ``e`` chained to it instead of a bare "closed". It is logged at debug level only:
     the consumer's exception is where the user sees it, once. A custom ``cancel_op`` runs as
-    well.
+    well. A ``StopIteration`` (a ``next()`` past the end, in the op or a function it calls)
+    is such a failure too, raised as a ``RuntimeError`` chained to it, unless
+    ``queue_closed_exception_types`` names it: an end taken from it would end a consumer's
+    ``for`` loop quietly.
 
     Stopping:
 
@@ -196,6 +219,10 @@ class QueueRunner:
                 enqueue_op()
         except self._queue_closed_exception_types:
             ended_quietly = True
+        except StopIteration as e:  # unless named above, never an end: see END_LOOKALIKES
+            failure = not_an_end(e, f"an enqueue op of queue '{self.name}'")
+            failure.__cause__ = e
+            self._fail(failure, coord)
         except BaseException as e:  # noqa: BLE001 - SystemExit too must reach the consumer
             self._fail(e, coord)
         finally:

@@ -213,11 +213,15 @@ def split(value: SparseValue, what: str) -> Rows:
     ``i`` has the values of batch row ``i``, that column dropped, and ``dense_shape[1:]``.
 
     Raises:
-      InvalidArgumentError: ``value`` has rank 0, or an index lies outside its dense shape.
+      InvalidArgumentError: ``value`` has a rank below 2 (its elements would have none; TF
+        refuses them too), or an index lies outside its dense shape.
     """
-    if len(value.dense_shape) < 1 or value.indices.shape[1] < 1:
-        raise InvalidArgumentError(f"{what}: enqueue_many needs a batched sparse value (rank "
-                                   f">= 1), got dense_shape {value.dense_shape.tolist()}")
+    rank = len(value.dense_shape)
+    if rank < 2 or value.indices.shape[1] < 2:
+        raise InvalidArgumentError(
+            f"{what}: enqueue_many needs a batched sparse value, of rank 2 or more (a leading "
+            f"batch dimension), got dense_shape {value.dense_shape.tolist()} (TF: Rank of "
+            f"input SparseTensor should be > 1, but saw rank: {rank})")
     n = batch_size(value)
     rows = value.indices[:, 0]
     if len(rows) > 1 and (rows[1:] < rows[:-1]).any():  # not in row-major order: sort

@@ -1,8 +1,10 @@
 """Tests for queuepipe.batching: the batch family, Batches, read_batch_features, running()."""
 
+import collections
 import gc
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -500,10 +502,11 @@ def test_running_reraises_a_runner_exception_on_a_normal_exit():
     def produce():
         raise Boom("producer failed")
 
-    batch(produce, 2)
+    batches = batch(produce, 2)  # kept: a dropped Batches' runner does not run
     with pytest.raises(Boom, match=r"^producer failed$"):
         with running() as coord:
             assert coord.wait_for_stop(timeout=10)
+    assert batches.queue.is_closed()
 
 
 def test_running_never_hides_the_body_exception_behind_a_runner_exception():
@@ -1075,3 +1078,177 @@ def test_a_producer_reusing_its_sparse_buffers_gets_every_value_batched():
 
     got = [b[0].values.tolist() for b in batch(produce, 4, capacity=12)]
     assert got == [[i for i in range(k, k + 4) for _ in range(2)] for k in (0, 4, 8)]
+
+
+def raising_once(error, produce, at=5):
+    """``produce``, raising ``error`` on its ``at``-th call instead (thread-safe)."""
+    calls = iter(range(10**9))
+    lock = threading.Lock()
+
+    def call(*args):
+        with lock:
+            i = next(calls)
+        if i == at:
+            raise error
+        return produce(*args)
+    return call
+
+
+@pytest.mark.parametrize("threads, seed, many", [(1, None, False), (3, None, False),
+                                                 (3, 7, False), (2, None, True)])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_raising_stop_iteration_is_an_error_not_the_end(shuffle, threads, seed,
+                                                                   many):
+    produce = raising_once(StopIteration(), lambda: ([0, 1],) if many else (0,))
+    if shuffle:
+        batches = shuffle_batch(produce, 2, capacity=8, min_after_dequeue=2,
+                                num_threads=threads, seed=seed, enqueue_many=many)
+    else:
+        batches = batch(produce, 2, num_threads=threads, capacity=8, enqueue_many=many)
+    with pytest.raises(RuntimeError, match=r"^the producer of queue '.*' raised "
+                                           r"StopIteration.*OutOfRangeError") as caught:
+        for _ in batches:  # endless otherwise: only the error ends it
+            pass
+    assert isinstance(caught.value.__cause__.__cause__, StopIteration)
+
+
+@pytest.mark.parametrize("error", [StopIteration(), OutOfRangeError("user's"),
+                                   qp.CancelledError("user's")])
+@pytest.mark.parametrize("enqueue_many", [False, True])
+def test_keep_input_raising_what_looks_like_an_end_is_an_error(error, enqueue_many):
+    keep = raising_once(error, lambda element: np.ones(2, bool) if enqueue_many else True)
+    produce = (lambda: (np.arange(2),)) if enqueue_many else (lambda: (0,))
+    batches = maybe_batch(produce, keep, 2, capacity=8, enqueue_many=enqueue_many)
+    with pytest.raises(RuntimeError, match=rf"^keep_input of queue '.*' raised "
+                                           rf"{type(error).__name__}"):
+        for _ in batches:
+            pass
+
+
+@pytest.mark.parametrize("error", [StopIteration(), OutOfRangeError("user's"),
+                                   qp.CancelledError("user's")])
+@pytest.mark.parametrize("seed", [None, 0])
+def test_a_parse_fn_raising_what_looks_like_an_end_is_an_error_not_a_hang(shards, seed,
+                                                                          error):
+    parse = raising_once(error, lambda serialized: parse_example(serialized, FEATURES), at=2)
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    batches = read_batch_features(pattern, 4, FEATURES, num_epochs=3, parse_fn=parse,
+                                  seed=seed, read_batch_size=4, num_enqueue_threads=2)
+    with pytest.raises(RuntimeError, match=rf"^parse_fn of queue '.*' raised "
+                                           rf"{type(error).__name__}"):
+        for _ in batches:
+            pass
+
+
+@pytest.mark.parametrize("started_by", ["batches", "running"])
+def test_batches_dropped_before_their_first_batch_do_not_drain_the_shared_producer(started_by):
+    records = rows(3000)  # a producer cell, run once
+    for _ in range(2):  # the batching cell, run twice: the first Batches is dropped unused
+        batches = batch(records, 10, capacity=50, allow_smaller_final_batch=True)
+        gc.collect()
+    if started_by == "running":
+        with running():
+            got = [int(i) for ids, _ in batches for i in ids]
+    else:
+        got = [int(i) for ids, _ in batches for i in ids]
+    assert Counter(got) == Counter(range(3000))
+
+
+def test_batches_dropped_while_the_callers_coordinator_runs_them_stop_draining():
+    records = rows(3000)
+    dropped = batch(records, 10, capacity=50)
+    with running():  # the caller's coordinator runs the runners of both
+        wait_until(lambda: dropped.queue.size() == 50, "the dropped batches' queue filled")
+        runner = dropped._runner
+        del dropped
+        gc.collect()
+        wait_until(lambda: not runner.running, "the dropped batches' runner stopped")
+        kept = batch(records, 10, capacity=50, allow_smaller_final_batch=True)
+        got = [int(i) for ids, _ in kept for i in ids]
+    # what the dropped runner took is lost (at most its queue and one group), nothing more
+    assert len(got) == len(set(got)) and len(got) >= 3000 - 50 - 128
+
+
+def test_running_logs_nothing_of_the_failure_its_body_raises(caplog):
+    def produce():
+        raise Boom("producer failed")
+
+    batches = batch(produce, 2)
+    with pytest.raises(Boom):
+        with running():
+            next(batches)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_running_logs_another_failure_met_while_stopping_after_the_body_raised(caplog):
+    def produce():
+        raise Boom("producer failed")
+
+    batches = batch(produce, 2)
+    with pytest.raises(KeyError):
+        with running() as coord:
+            assert coord.wait_for_stop(timeout=10)
+            raise KeyError("the body's own error")
+    assert batches.queue.is_closed()
+    (record,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert record.exc_info[0] is Boom
+
+
+@pytest.mark.parametrize("seed", [None, 0])
+def test_state_dict_of_read_batch_features_closed_before_its_first_element(shards, seed):
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    batches = read_batch_features(pattern, 4, FEATURES, num_epochs=1, seed=seed)
+    batches.close()
+    state = batches.state_dict()
+    resumed = read_batch_features(pattern, 4, FEATURES, num_epochs=1, seed=seed, state=state)
+    assert Counter(int(i) for b in resumed for i in b["id"]) == Counter(range(60))
+
+
+Row = collections.namedtuple("Row", ["id", "name"])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_producer_returning_a_namedtuple_gives_namedtuple_batches(shuffle):
+    produce = from_items([Row(i, b"r%d" % i) for i in range(20)])
+    batches = shuffle_batch(produce, 5, capacity=20, min_after_dequeue=2) if shuffle \
+        else batch(produce, 5)
+    got = list(batches)
+    assert all(type(b) is Row for b in got)
+    assert Counter(int(i) for b in got for i in b.id) == Counter(range(20))
+    assert all(n == b"r%d" % i for b in got for i, n in zip(b.id, b.name))
+
+
+def test_a_parse_fn_returning_a_namedtuple_gives_namedtuple_batches(shards):
+    def parse(serialized):
+        parsed = parse_example(serialized, FEATURES)
+        return Row(parsed["id"], parsed["name"])
+
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    got = list(read_batch_features(pattern, 8, FEATURES, num_epochs=1, parse_fn=parse,
+                                   seed=0))
+    assert all(type(b) is Row for b in got)
+    assert Counter(int(i) for b in got for i in b.id) == Counter(range(60))
+    assert all(n == b"r%d" % i for b in got for i, n in zip(b.id, b.name))
+
+
+@pytest.mark.parametrize("num_epochs", [0, -1, 1.5, "2", True])
+def test_read_batch_features_refuses_a_bad_num_epochs_at_build_time(shards, num_epochs):
+    pattern = os.path.join(os.path.dirname(shards[0]), "*.tfrecord")
+    with pytest.raises(ValueError, match=rf"^num_epochs must be None or a positive integer, "
+                                         rf"got {re.escape(repr(num_epochs))}$"):  # as producers
+        read_batch_features(pattern, 4, FEATURES, num_epochs=num_epochs)
+
+
+@pytest.mark.parametrize("dense_shape, indices", [([4], [[0], [2]]), ([], np.zeros((2, 0)))])
+def test_enqueue_many_of_a_sparse_value_of_rank_below_two_names_the_component(dense_shape,
+                                                                              indices):
+    value = qp.SparseValue(np.array(indices, np.int64), np.array([1, 2], np.int64),
+                           np.array(dense_shape, np.int64))
+    batches = batch(lambda: {"ids": value}, 2, enqueue_many=True)
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"^Queue '.*' component 'ids': enqueue_many needs a batched "
+                             rf"sparse value, of rank 2 or more \(a leading batch dimension\), "
+                             rf"got dense_shape {re.escape(str(dense_shape))} \(TF: Rank of "
+                             rf"input SparseTensor should be > 1, but saw rank: "
+                             rf"{len(dense_shape)}\)$"):
+        next(batches)

@@ -648,3 +648,14 @@ def test_bench_measures_your_own_files_with_a_schema_or_inferred_features(capsys
     assert re.search(r"\(50 records in 2 file\(s\)", out)
     status, _, err = run(capsys, "bench", "--features", schema)
     assert status == 2 and "--features goes with your own files" in err
+
+
+def test_bench_on_a_damaged_file_prints_its_one_line_error_and_no_traceback(tmp_path):
+    path = write_records(tmp_path / "damaged.tfrecord", examples(2000))
+    offset, length = offsets_of(path)[1000]
+    corrupt_byte(path, offset + FRAME_BYTES - 4 + length // 2)
+    result = subprocess.run([sys.executable, "-m", "queuepipe", "bench", path],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert re.fullmatch(r"queuepipe bench: error: corrupted record at \d+: data checksum "
+                        r"mismatch .* in file '.*damaged\.tfrecord'\n", result.stderr)

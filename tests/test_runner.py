@@ -414,3 +414,19 @@ def test_a_pipeline_and_a_coordinator_say_what_they_hold_when_printed():
     coord.request_stop(ValueError("bad record"))
     assert repr(coord) == ("<Coordinator stop requested, 0 registered thread(s) alive, error "
                            "ValueError: bad record>")
+
+
+def test_an_op_raising_stop_iteration_fails_instead_of_ending_quietly():
+    queue = FIFOQueue(2, dtypes=[qp.int64])
+
+    def enqueue():
+        raise StopIteration()  # a next() past the end, in an op: PEP 479's problem
+
+    runner = QueueRunner(queue, [enqueue])
+    (thread,) = runner.create_threads(start=True)
+    thread.join()
+    (error,) = runner.exceptions_raised
+    assert isinstance(error, RuntimeError) and isinstance(error.__cause__, StopIteration)
+    with pytest.raises(RuntimeError, match=r"^an enqueue op of queue 'fifo_queue.*' raised "
+                                           r"StopIteration, an error, not the end"):
+        queue.dequeue()

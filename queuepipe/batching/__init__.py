@@ -54,7 +54,7 @@ their rotation), ``_batches`` (:class:`Batches`), ``_functions`` (the eight batc
 functions) and ``_running`` (:func:`running`).
 """
 
-from queuepipe.batching._arguments import _positive_int, _scope, _Structure
+from queuepipe.batching._arguments import _positive_int, _scope, _Structure, sequence_of
 from queuepipe.batching._batches import STOP_GRACE_PERIOD_SECS, Batches
 from queuepipe.batching._deferred import _DeferredQueue
 from queuepipe.batching._functions import _batching, batch, batch_join, maybe_batch, \

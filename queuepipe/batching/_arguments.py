@@ -4,7 +4,7 @@ the elements they batch (fixed by the first element, restored on every batch).""
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Callable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -99,7 +99,9 @@ class _Structure:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kind: Optional[type] = None  # dict, tuple, list, or object for a bare value
+        # dict, the element's tuple or list type (a namedtuple's too), or object for a bare
+        # value
+        self._kind: Optional[type] = None
         self._keys: Any = None  # the first element's keys, when it is a dict
 
     def to_queue(self, element: Any) -> Any:
@@ -134,10 +136,8 @@ class _Structure:
             return object
         if isinstance(element, Mapping):
             kind: type = dict
-        elif isinstance(element, list):
-            kind = list
-        elif isinstance(element, tuple):
-            kind = tuple
+        elif isinstance(element, (tuple, list)):
+            kind = type(element)
         else:
             return object
         if not element:
@@ -148,13 +148,18 @@ class _Structure:
 
     def restore(self, batch: Any) -> Any:
         """A batch as the queue returned it, in the element's form."""
+        if self._kind is None or self._kind is dict or self._kind is object:
+            return batch
         # One component comes back bare (a SparseValue too, though a namedtuple).
         single = not isinstance(batch, tuple) or isinstance(batch, SparseValue)
-        if self._kind is tuple:
-            return (batch,) if single else batch
-        if self._kind is list:
-            return [batch] if single else list(batch)
-        return batch
+        return sequence_of(self._kind, [batch] if single else batch)
+
+
+def sequence_of(kind: type, items: Sequence[Any]) -> Any:
+    """``items`` in a sequence of type ``kind``, a tuple or list type: a namedtuple takes
+    them as its fields."""
+    make = getattr(kind, "_make", None)  # a namedtuple's
+    return make(items) if make is not None else kind(items)
 
     def commit(self) -> None:
         """The batches restored reached their callers (a hook for a structure that keeps a

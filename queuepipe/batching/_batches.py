@@ -50,7 +50,9 @@ class Batches:
     group. So several :class:`Batches` on one pipeline (a train and an eval stream) each run
     to their own end. One that is garbage-collected, or still running when the process exits,
     stops and joins its threads from a finalizer and warns (``ResourceWarning``) that it was
-    not closed.
+    not closed. One garbage-collected before it started its runners (a notebook cell run
+    again) closes its queue, so that its runner takes nothing more from the producers it
+    shares with the next one: no later start runs it.
 
     A :class:`Batches` belongs to the process that built it: after a ``fork`` the child has
     none of its threads, and a dequeue there raises ``RuntimeError``.
@@ -82,7 +84,8 @@ class Batches:
         # Kept alive by weakref itself until detached: once the group is stopped, or its
         # registry (a root) would keep alive what the group reaches, this object too (by the
         # traceback of a runner's error that a dequeue raised here), and the files it read.
-        self._finalizer = weakref.finalize(self, _stop_abandoned, self._group, self._on_stop)
+        self._finalizer = weakref.finalize(self, _stop_abandoned, self._group, self._on_stop,
+                                           queue)
 
     @property
     def queue(self) -> Any:
@@ -354,11 +357,17 @@ def _close_all(closers: List[Callable[[], None]]) -> None:
         closers.clear()
 
 
-def _stop_abandoned(group: RunnerGroup, on_stop: List[Callable[[], None]]) -> None:
+def _stop_abandoned(group: RunnerGroup, on_stop: List[Callable[[], None]],
+                    queue: _DeferredQueue) -> None:
     """The finalizer of a :class:`Batches`: stops the runners it owns if nobody closed it."""
     if group.stopped:
         return
-    if not group.started:  # never run: the runners stay, for whoever starts the pipeline
+    if not group.started:
+        # Never run by this object (dropped before its first batch, or run by the caller's
+        # coordinator): nobody can read its queue now. Closed, it stops its runner from
+        # draining the producers it shares, and the next start forgets that runner; the
+        # runners it read from stay, for whoever starts the pipeline next.
+        queue.close(cancel_pending_enqueues=True)
         group.release()
         return
     warnings.warn(f"batches of queue '{group.name}' were not closed: their threads are "

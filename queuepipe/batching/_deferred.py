@@ -176,6 +176,12 @@ class _DeferredQueue:
         """The component names of dict elements, None otherwise or until the first element."""
         return None if self._queue is None else self._queue.names
 
+    @property
+    def built(self) -> Any:
+        """The real queue, once an element built it; None before, and after a close before
+        any element (the empty queue closed then has no components)."""
+        return None if self._stand_in else self._queue
+
     def size(self) -> int:
         """The number of elements in the queue now."""
         return 0 if self._queue is None else self._queue.size()

@@ -12,6 +12,7 @@ from queuepipe import sparse
 from queuepipe.batching._arguments import _check_keep_input, _select, _Structure
 from queuepipe.batching._deferred import _WAIT_SLICE_SECS, _DeferredQueue
 from queuepipe.errors import CancelledError, InvalidArgumentError
+from queuepipe.runner import END_LOOKALIKES, not_an_end
 from queuepipe.sparse import SparseValue
 
 # The most elements a runner thread of a one-element batching function produces before it puts
@@ -100,11 +101,14 @@ class _EnqueueOp:
         if not self._enqueue_many:
             self._produce_group()
             return
-        element = self._producer()
+        try:
+            element = self._producer()
+        except StopIteration as e:
+            raise not_an_end(e, f"the producer of queue '{self._queue.name}'") from e
         vals = self._structure.to_queue(element)
         keep = self._keep_input
         if callable(keep):
-            keep = _check_keep_input(keep(element), self._enqueue_many)
+            keep = self._kept(element)
         if keep is False:
             return
         if keep is True:
@@ -128,7 +132,7 @@ class _EnqueueOp:
                 if keep_input is not True:
                     keep = keep_input
                     if callable(keep):
-                        keep = _check_keep_input(keep(element), False)
+                        keep = self._kept(element)
                     if keep is False:
                         continue
                 if self._stage is None:
@@ -139,9 +143,20 @@ class _EnqueueOp:
                     real._staged(self._stage)
                 if real._closed:  # stopping: put (or drop) what is staged now, not later
                     break
+        except StopIteration as e:  # (keep_input's were translated by _kept)
+            raise not_an_end(e, f"the producer of queue '{self._queue.name}'") from e
         finally:
             if self._stage:
                 real._put_staged(self._stage)
+
+    def _kept(self, element: Any) -> Any:
+        """What the ``keep_input`` callable says of ``element``: a bool, or with
+        ``enqueue_many`` a mask. Nothing it raises is taken for the end of the input."""
+        try:
+            keep = self._keep_input(element)
+        except END_LOOKALIKES as e:
+            raise not_an_end(e, f"keep_input of queue '{self._queue.name}'") from e
+        return _check_keep_input(keep, self._enqueue_many)
 
     @staticmethod
     def _filter(vals: Any, mask: np.ndarray) -> Any:

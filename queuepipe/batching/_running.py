@@ -50,11 +50,13 @@ def running(pipeline: Optional[Pipeline] = None,
     try:
         threads = start_queue_runners(coord, pipeline=pipeline)
         yield coord
-    except BaseException:
+    except BaseException as body_error:
         try:
             _stop_pipeline(pipeline, coord, threads)
-        except Exception:  # noqa: BLE001 - never hide the exception of the with-body
-            _log.warning("Error while stopping the pipeline after an exception", exc_info=True)
+        except Exception as e:  # noqa: BLE001 - never hide the exception of the with-body
+            if not _raised_from(body_error, e):  # (else the caller sees it: said once)
+                _log.warning("Error while stopping the pipeline after an exception",
+                             exc_info=True)
         raise
     _stop_pipeline(pipeline, coord, threads)
 
@@ -66,3 +68,15 @@ def _stop_pipeline(pipeline: Pipeline, coord: Coordinator,
     for queue in pipeline.queues:
         queue.close(cancel_pending_enqueues=True)
     coord.join(threads, stop_grace_period_secs=STOP_GRACE_PERIOD_SECS)
+
+def _raised_from(error: BaseException, cause: BaseException) -> bool:
+    """Whether ``error`` is ``cause`` or was raised from it (a consumer's chained copy of a
+    runner's exception, and what was raised from that)."""
+    seen = set()
+    link: Optional[BaseException] = error
+    while link is not None and id(link) not in seen:
+        if link is cause:
+            return True
+        seen.add(id(link))
+        link = link.__cause__
+    return False
