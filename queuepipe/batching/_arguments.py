@@ -154,19 +154,19 @@ class _Structure:
         single = not isinstance(batch, tuple) or isinstance(batch, SparseValue)
         return sequence_of(self._kind, [batch] if single else batch)
 
-
-def sequence_of(kind: type, items: Sequence[Any]) -> Any:
-    """``items`` in a sequence of type ``kind``, a tuple or list type: a namedtuple takes
-    them as its fields."""
-    make = getattr(kind, "_make", None)  # a namedtuple's
-    return make(items) if make is not None else kind(items)
-
     def commit(self) -> None:
         """The batches restored reached their callers (a hook for a structure that keeps a
         state, called before the next batch and before a state is taken)."""
 
     def withhold(self) -> None:
         """The batch restored last on this thread never reached its caller (a hook)."""
+
+
+def sequence_of(kind: type, items: Sequence[Any]) -> Any:
+    """``items`` in a sequence of type ``kind``, a tuple or list type: a namedtuple takes
+    them as its fields."""
+    make = getattr(kind, "_make", None)  # a namedtuple's
+    return make(items) if make is not None else kind(items)
 
 
 def _dtype_of(value: Any) -> np.dtype:
