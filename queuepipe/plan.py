@@ -79,7 +79,7 @@ def pack_ints(values: np.ndarray) -> str:
     return base64.b64encode(zlib.compress(np.asarray(values, "<i8").tobytes(), 9)).decode()
 
 
-def unpack_ints(text: str, most: int) -> np.ndarray:
+def unpack_ints(text: Any, most: int) -> np.ndarray:
     """The integers :func:`pack_ints` wrote, inflating no more than ``most`` of them.
 
     Raises:
@@ -332,17 +332,18 @@ class ReadPlan:
         try:
             values, kept = unframe_many(frames, lengths, where_is), np.arange(count)
         except DataLossError:
-            if getattr(self._reader, "_corrupt_records", "raise") != "skip":
+            reader = self._reader  # a TFRecordReader: _load_indexes checked it
+            if not isinstance(reader, TFRecordReader) or reader._corrupt_records != "skip":
                 raise
-            values, kept = self._skip_damaged(frames, lengths, where_is)
+            values, kept = self._skip_damaged(reader, frames, lengths, where_is)
         keys = self._keys(files[kept], offsets[kept]) if self._keyed else None
         return values, keys, kept
 
-    def _skip_damaged(self, frames: List[bytes], lengths: np.ndarray,
+    def _skip_damaged(self, reader: TFRecordReader, frames: List[bytes], lengths: np.ndarray,
                       where_is: Callable[[int], Tuple[str, int]]) -> Tuple[np.ndarray,
                                                                            np.ndarray]:
         """The intact records of ``frames`` and their places, each damaged one logged and
-        counted by the plan's reader (as the reader counts its own skips)."""
+        counted by ``reader`` (the plan's, as it counts its own skips)."""
         intact: List[bytes] = []
         kept: List[int] = []
         for i, framed in enumerate(frames):
@@ -353,7 +354,7 @@ class ReadPlan:
             except DataLossError as e:
                 _log.warning("skipping damaged data: %s", e)
                 with self._marks_lock:
-                    self._reader._count_skipped(1)
+                    reader._count_skipped(1)
         return _object_array(intact), np.array(kept, dtype=np.int64)
 
     def _keys(self, files: np.ndarray, offsets: np.ndarray) -> np.ndarray:
