@@ -780,15 +780,16 @@ class QueueBase:
                     else np.empty(0, np.int64)), self._order_state()
 
     def _load(self, vals: Any, order: Dict[str, Any]) -> None:
-        """Puts a batch, no larger than the capacity, into the empty queue in one step, in
-        its order, and takes up ``order``: the inverse of :meth:`_snapshot`."""
+        """Puts a batch into the empty queue in one step, in its order, and takes up
+        ``order``: the inverse of :meth:`_snapshot`. The batch may exceed the capacity by
+        what a dequeue interrupted midway put back (the caller bounds it)."""
         batch, n = self._spec.batch(vals)
         with self._lock:
             self._check_open()
-            if self._size() or n > self._capacity:
+            if self._size():
                 raise InvalidArgumentError(
                     f"Queue '{self._name}': a saved content of {n} elements goes into an empty "
-                    f"queue of capacity {self._capacity}, this one holds {self._size()}")
+                    f"queue, this one holds {self._size()}")
             self._put(batch, n)
             self._enqueued += n
             self._load_order(order)

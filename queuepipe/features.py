@@ -72,6 +72,9 @@ class _Tagged(_Structure):
         super().__init__()
         self._delivered = delivered
         self._lists = list(lists)
+        # The ordinals of each batch restored and not yet known to have reached its caller,
+        # by the consumer's thread.
+        self._handed: Dict[int, np.ndarray] = {}
         self._user: Optional[type] = None  # dict, tuple, list, or object for a bare value
 
     def tag(self, element: Any, ordinals: np.ndarray) -> Any:
@@ -95,8 +98,19 @@ class _Tagged(_Structure):
             *batch, ordinals = batch
             batch = batch[0] if self._user is object else sequence_of(cast(type, self._user),
                                                                       batch)
-        self._delivered(ordinals)
+        self._handed[threading.get_ident()] = ordinals
         return batch
+
+    def commit(self) -> None:
+        """The batches restored have reached their callers: their records are delivered.
+        Whole whatever instant a Ctrl-C lands (marking again is harmless)."""
+        for ident, ordinals in list(self._handed.items()):
+            self._delivered(ordinals)
+            self._handed.pop(ident, None)
+
+    def withhold(self) -> None:
+        """The batch this thread restored last never reached its caller."""
+        self._handed.pop(threading.get_ident(), None)
 
 
 def _longest_in_batch(lists: SparseValue) -> SparseValue:
@@ -177,7 +191,9 @@ class _Planned:
         self._keyed = keyed
         self._ordered = ordered
         self._threads = threads
-        self._capacity = capacity
+        # The most records a state's queue can hold: its capacity, and what a dequeue
+        # interrupted midway (Ctrl-C) put back.
+        self._most_held = capacity + batch_size
         # The records a state can leave open: those in the queue, and in flight (a chunk per
         # thread, parked chunks, the batch being taken), each group of open chunks spread
         # over at most _SPAN_PER_HELD times as many ordinals by the shuffle.
@@ -261,17 +277,18 @@ class _Planned:
             self._loaded = state
 
     def _checked_queue(self, held: Any) -> Tuple[np.ndarray, Optional[Dict[str, Any]]]:
-        """The ordinals a state's queue held, and its order state: no more than the queue's
-        capacity (never inflated further), no record twice, an order state of their size."""
+        """The ordinals a state's queue held, and its order state: no more than the queue can
+        hold (never inflated further), no record twice, an order state of their size."""
         if held is None:
             return np.empty(0, np.int64), None
         if not isinstance(held, dict) or not isinstance(held.get("order"), dict):
             raise InvalidArgumentError(f"{REFUSED}: its queue is not its ordinals and order")
         try:
-            queued = unpack_ints(held.get("ordinals"), self._capacity)
+            queued = unpack_ints(held.get("ordinals"), self._most_held)
         except ValueError as e:
             raise InvalidArgumentError(f"{REFUSED}: the state's queue ordinals (at most the "
-                                       f"queue's capacity, {self._capacity}): {e}") from None
+                                       f"queue's capacity and a batch, {self._most_held}): "
+                                       f"{e}") from None
         ordered = np.sort(queued)
         twice = ordered[1:][ordered[1:] == ordered[:-1]]
         if len(twice):

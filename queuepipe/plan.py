@@ -32,6 +32,7 @@ import base64
 import binascii
 import bisect
 import collections
+import itertools
 import logging
 import os
 import threading
@@ -78,7 +79,7 @@ def pack_ints(values: np.ndarray) -> str:
     return base64.b64encode(zlib.compress(np.asarray(values, "<i8").tobytes(), 9)).decode()
 
 
-def unpack_ints(text: str, most: int) -> np.ndarray:
+def unpack_ints(text: Any, most: int) -> np.ndarray:
     """The integers :func:`pack_ints` wrote, inflating no more than ``most`` of them.
 
     Raises:
@@ -331,17 +332,18 @@ class ReadPlan:
         try:
             values, kept = unframe_many(frames, lengths, where_is), np.arange(count)
         except DataLossError:
-            if getattr(self._reader, "_corrupt_records", "raise") != "skip":
+            reader = self._reader  # a TFRecordReader: _load_indexes checked it
+            if not isinstance(reader, TFRecordReader) or reader._corrupt_records != "skip":
                 raise
-            values, kept = self._skip_damaged(frames, lengths, where_is)
+            values, kept = self._skip_damaged(reader, frames, lengths, where_is)
         keys = self._keys(files[kept], offsets[kept]) if self._keyed else None
         return values, keys, kept
 
-    def _skip_damaged(self, frames: List[bytes], lengths: np.ndarray,
+    def _skip_damaged(self, reader: TFRecordReader, frames: List[bytes], lengths: np.ndarray,
                       where_is: Callable[[int], Tuple[str, int]]) -> Tuple[np.ndarray,
                                                                            np.ndarray]:
         """The intact records of ``frames`` and their places, each damaged one logged and
-        counted by the plan's reader (as the reader counts its own skips)."""
+        counted by ``reader`` (the plan's, as it counts its own skips)."""
         intact: List[bytes] = []
         kept: List[int] = []
         for i, framed in enumerate(frames):
@@ -352,7 +354,7 @@ class ReadPlan:
             except DataLossError as e:
                 _log.warning("skipping damaged data: %s", e)
                 with self._marks_lock:
-                    self._reader._count_skipped(1)
+                    reader._count_skipped(1)
         return _object_array(intact), np.array(kept, dtype=np.int64)
 
     def _keys(self, files: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -419,19 +421,23 @@ class ReadPlan:
 
     def delivered(self, ordinals: np.ndarray) -> None:
         """Marks the records of ``ordinals`` delivered; the oldest tickets whose records all
-        are are forgotten."""
+        are are forgotten.
+
+        Idempotent (records already forgotten are passed over), and whole whatever instant a
+        Ctrl-C lands: the marks change in place only by clearing, which may be done again,
+        and the forgetting is one assignment.
+        """
         with self._marks_lock:
-            left = self._left
-            left[ordinals - self._low] = False
-            while self._tickets:
-                base, where = self._tickets[0]
-                start = base - self._low
-                if left[start:start + where[-1]].any():
+            low, left = self._low, self._left
+            left[ordinals[ordinals >= low] - low] = False
+            forgotten = end = 0
+            for base, where in self._tickets:
+                if left[base - low:base - low + where[-1]].any():
                     break
-                self._tickets.popleft()
-                left = left[start + where[-1]:]
-                self._low = base + where[-1]
-            self._left = left
+                forgotten, end = forgotten + 1, base - low + where[-1]
+            if forgotten:
+                tickets = collections.deque(itertools.islice(self._tickets, forgotten, None))
+                self._tickets, self._left, self._low = tickets, left[end:], low + end
 
     def state(self) -> Dict[str, Any]:
         """Where the plan is, and every open ticket with the records it has not delivered."""

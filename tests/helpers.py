@@ -51,6 +51,24 @@ def wait_until(condition, what="the condition held", timeout=10.0):
         time.sleep(0.002)
 
 
+def interrupting_at(code, line):
+    """A trace function (for ``sys.settrace``) that raises KeyboardInterrupt the first time
+    ``line`` of ``code`` runs in the thread that set it, as a Ctrl-C landing there would;
+    and the list it notes that in."""
+    fired = []
+
+    def local(frame, event, arg):
+        if event == "line" and frame.f_lineno == line and not fired:
+            fired.append(line)
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code is code else None
+
+    return tracer, fired
+
+
 def usage_block(obj):
     """The runnable code block (``.. code-block:: python``) of ``obj``'s docstring."""
     lines = obj.__doc__.split(".. code-block:: python", 1)[1].splitlines()[1:]

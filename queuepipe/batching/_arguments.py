@@ -154,6 +154,13 @@ class _Structure:
         single = not isinstance(batch, tuple) or isinstance(batch, SparseValue)
         return sequence_of(self._kind, [batch] if single else batch)
 
+    def commit(self) -> None:
+        """The batches restored reached their callers (a hook for a structure that keeps a
+        state, called before the next batch and before a state is taken)."""
+
+    def withhold(self) -> None:
+        """The batch restored last on this thread never reached its caller (a hook)."""
+
 
 def sequence_of(kind: type, items: Sequence[Any]) -> Any:
     """``items`` in a sequence of type ``kind``, a tuple or list type: a namedtuple takes

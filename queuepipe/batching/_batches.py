@@ -78,6 +78,7 @@ class Batches:
         self._saver: Any = None  # keeps the state, where there is one (read_batch_features)
         self._replayable = False  # seeded: a state is the number of batches delivered
         self._delivered = 0
+        self._handed = False  # the last batch taken was returned, not yet counted delivered
         self._replay = 0  # batches a loaded state says to pass over before the next one
         self._on_stop: List[Callable[[], None]] = []  # closers of what the runners used
         # Kept alive by weakref itself until detached: once the group is stopped, or its
@@ -147,13 +148,28 @@ class Batches:
           Exception: a producer's (or reader's) exception, as a copy chained to the original.
         """
         self._check_process()
+        self._commit()
         self._ensure_started()
         while self._replay:  # a loaded replay state: the batches delivered before it
             self._take(None)
             self._replay -= 1
-        batch = self._take(timeout)
-        self._delivered += 1
-        return batch
+        # A batch counts as delivered only once this call has returned it (the next call,
+        # or a state, counts it): a Ctrl-C landing anywhere before leaves it undelivered.
+        try:
+            batch = self._take(timeout)
+            self._handed = True
+            return batch
+        except BaseException:
+            self._handed = False
+            self._structure.withhold()
+            raise
+
+    def _commit(self) -> None:
+        """Counts the batch the last dequeue returned as delivered. Whole whatever instant a
+        Ctrl-C lands: the structure's commit may be done again, the count is one assignment."""
+        if self._handed:
+            self._structure.commit()
+            self._delivered, self._handed = self._delivered + 1, False
 
     def _take(self, timeout: Optional[float]) -> Any:
         try:
@@ -250,6 +266,7 @@ class Batches:
           TypeError: these batches have no state: an unseeded batching function's with
             several threads, or one fed by an unseeded shuffling producer.
         """
+        self._commit()  # the batch returned last is the caller's
         if self._saver is None and self._replayable:
             shuffled = [runner.name for runner in self._group._runners
                         for op in runner.enqueue_ops if not getattr(op, "repeatable", True)]

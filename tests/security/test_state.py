@@ -93,7 +93,7 @@ def test_queue_contents_inflated_by_compression_are_refused_unread(shards):
         np.repeat(one, 4_000_000).astype("<i8").tobytes(), 9)).decode()
     assert len(json.dumps(hostile)) < 100_000
     peak = refused(shards, hostile, r"the state's queue ordinals \(at most the queue's "
-                                    r"capacity, 60\): more than 60 integers")
+                                    r"capacity and a batch, 68\): more than 68 integers")
     assert peak < 4 * benign
 
 

@@ -21,6 +21,7 @@ import time
 import pytest
 
 import queuepipe as qp
+from helpers import interrupting_at
 
 INTERRUPTS = 200
 
@@ -260,18 +261,7 @@ def _interrupt_in_condition_waits_finally():
     ``finally`` (where it takes the lock back): where a real SIGINT once landed."""
     lines, first = inspect.getsourcelines(threading.Condition.wait)
     target = first + next(i for i, line in enumerate(lines) if "_acquire_restore" in line)
-    fired = []
-
-    def local(frame, event, arg):
-        if event == "line" and frame.f_lineno == target and not fired:
-            fired.append(target)
-            raise KeyboardInterrupt
-        return local
-
-    def tracer(frame, event, arg):
-        return local if frame.f_code is threading.Condition.wait.__code__ else None
-
-    return tracer, fired
+    return interrupting_at(threading.Condition.wait.__code__, target)
 
 
 @pytest.mark.parametrize("wait", ["dequeue", "enqueue", "batches"])
