@@ -18,6 +18,15 @@ _SUMMARY_FILE = "tensorflow/core/framework/summary.proto"
 _EVENT_FILE = "tensorflow/core/util/event.proto"
 
 
+def _fields(message, oneof, fields):
+    """Appends ``fields`` (``(name, number, type, type_name)``) to ``message``; a field whose
+    name is in ``oneof[1]`` belongs to the one-of named ``oneof[0]``."""
+    message.oneof_decl.add(name=oneof[0])
+    for name, number, type_, type_name in fields:
+        _field(message, name, number, type_, type_name=type_name,
+               oneof_index=0 if name in oneof[1] else None)
+
+
 def _summary_file():
     proto = descriptor_pb2.FileDescriptorProto(name=_SUMMARY_FILE, package=_PACKAGE,
                                                syntax="proto2")
@@ -31,13 +40,11 @@ def _summary_file():
     for number, name in enumerate(("height", "width", "colorspace"), start=1):
         _field(image, name, number, _F.TYPE_INT32)
     _field(image, "encoded_image_string", 4, _F.TYPE_BYTES)
-    value = summary.nested_type.add(name="Value")
-    value.oneof_decl.add(name="value")
-    _field(value, "node_name", 7, _F.TYPE_STRING)
-    _field(value, "tag", 1, _F.TYPE_STRING)
-    _field(value, "simple_value", 2, _F.TYPE_FLOAT, oneof_index=0)
-    _field(value, "image", 4, _F.TYPE_MESSAGE, type_name="Summary.Image", oneof_index=0)
-    _field(value, "histo", 5, _F.TYPE_MESSAGE, type_name="HistogramProto", oneof_index=0)
+    _fields(summary.nested_type.add(name="Value"), ("value", {"simple_value", "image", "histo"}),
+            [("node_name", 7, _F.TYPE_STRING, None), ("tag", 1, _F.TYPE_STRING, None),
+             ("simple_value", 2, _F.TYPE_FLOAT, None),
+             ("image", 4, _F.TYPE_MESSAGE, "Summary.Image"),
+             ("histo", 5, _F.TYPE_MESSAGE, "HistogramProto")])
     _field(summary, "value", 1, _F.TYPE_MESSAGE, label=_F.LABEL_REPEATED,
            type_name="Summary.Value")
     return proto
@@ -46,12 +53,10 @@ def _summary_file():
 def _event_file():
     proto = descriptor_pb2.FileDescriptorProto(name=_EVENT_FILE, package=_PACKAGE,
                                                syntax="proto2", dependency=[_SUMMARY_FILE])
-    event = proto.message_type.add(name="Event")
-    event.oneof_decl.add(name="what")
-    _field(event, "wall_time", 1, _F.TYPE_DOUBLE)
-    _field(event, "step", 2, _F.TYPE_INT64)
-    _field(event, "file_version", 3, _F.TYPE_STRING, oneof_index=0)
-    _field(event, "summary", 5, _F.TYPE_MESSAGE, type_name="Summary", oneof_index=0)
+    _fields(proto.message_type.add(name="Event"), ("what", {"file_version", "summary"}),
+            [("wall_time", 1, _F.TYPE_DOUBLE, None), ("step", 2, _F.TYPE_INT64, None),
+             ("file_version", 3, _F.TYPE_STRING, None),
+             ("summary", 5, _F.TYPE_MESSAGE, "Summary")])
     return proto
 
 
