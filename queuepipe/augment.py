@@ -236,12 +236,18 @@ def _bilinear(images: np.ndarray, size: Tuple[int, int], half_pixel: bool,
 
     top, bottom, y_lerp = axis(images.shape[1], size[0])
     left, right, x_lerp = axis(images.shape[2], size[1])
-    data = images.astype(np.float32)
     x_lerp = x_lerp[None, None, :, None]
-    rows_top, rows_bottom = data[:, top], data[:, bottom]
-    upper = rows_top[:, :, left] + (rows_top[:, :, right] - rows_top[:, :, left]) * x_lerp
-    lower = (rows_bottom[:, :, left]
-             + (rows_bottom[:, :, right] - rows_bottom[:, :, left]) * x_lerp)
+
+    def corners(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        # gathered in the images' dtype (uint8 is a quarter of float32's bytes), then cast
+        picked = np.take(images, rows, axis=1)
+        return (np.take(picked, left, axis=2).astype(np.float32),
+                np.take(picked, right, axis=2).astype(np.float32))
+
+    top_left, top_right = corners(top)
+    upper = top_left + (top_right - top_left) * x_lerp
+    bottom_left, bottom_right = corners(bottom)
+    lower = bottom_left + (bottom_right - bottom_left) * x_lerp
     return upper + (lower - upper) * y_lerp[None, :, None, None]
 
 
@@ -380,7 +386,8 @@ def flip_up_down(images: Any) -> np.ndarray:
 def _random_flip(images: Any, axis: int, seed: Seed, op: str) -> np.ndarray:
     batch, batched = _batch(images, op)
     flip = np.asarray(_generator(seed).random(batch.shape[0])) < 0.5
-    out = np.where(flip[:, None, None, None], np.flip(batch, axis=axis), batch)
+    out = batch.copy()
+    out[flip] = np.flip(batch[flip], axis=axis)
     return out if batched else out[0]
 
 

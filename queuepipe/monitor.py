@@ -21,6 +21,17 @@ Usage::
     print(verdict.reason)          # why it is (or is not) input-bound
     monitor.plot("queues.png")     # needs matplotlib: pip install '<queuepipe checkout>[plot]'
 
+With ``logdir=``, every sample also goes to a TensorBoard event file in that directory
+(:class:`~queuepipe.events.SummaryWriter`), under TF1's tag ``<queue>/fraction_of_<capacity>_full``
+and beside it ``<queue>/enqueued_per_sec``, ``<queue>/dequeued_per_sec``,
+``<queue>/consumers_blocked_secs_per_sec`` and ``<queue>/producers_blocked_secs_per_sec``
+(each between this sample and the one before), at step = the sample's number::
+
+    with qp.running(), QueueMonitor(interval=1.0, logdir="runs/input"):
+        for batch in batches:
+            train_step(batch)
+    # tensorboard --logdir runs
+
 What is measured: each sample reads :meth:`QueueBase.stats` of every queue (size, capacity,
 elements enqueued and dequeued so far, and the total seconds dequeues and enqueues spent
 blocked). Rates are differences between the first and the last sample of a window. A wait is
@@ -35,6 +46,7 @@ from collections import deque
 from typing import Deque, Dict, List, NamedTuple, Optional
 
 from queuepipe.coordinator import Coordinator, LooperThread
+from queuepipe.events import SummaryWriter
 from queuepipe.runner import Pipeline, get_default_pipeline
 
 __all__ = ["Sample", "QueueRates", "Verdict", "QueueMonitor"]
@@ -108,6 +120,22 @@ def _rates(name: str, samples: List[Sample]) -> QueueRates:
         producer_wait_share=per_sec(last.producer_wait_secs - first.producer_wait_secs))
 
 
+def _summaries(taken: Dict[str, Sample], previous: Dict[str, Sample]) -> Dict[str, float]:
+    """TensorBoard scalars of one sample: TF1's fill tag, and the rates since the sample
+    before (where there is one, at a different time)."""
+    out = {}
+    for name, sample in taken.items():
+        out[f"{name}/fraction_of_{sample.capacity}_full"] = sample.fill
+        before = previous.get(name)
+        if before is not None and sample.time > before.time:
+            rates = _rates(name, [before, sample])
+            out[f"{name}/enqueued_per_sec"] = rates.enqueued_per_sec
+            out[f"{name}/dequeued_per_sec"] = rates.dequeued_per_sec
+            out[f"{name}/consumers_blocked_secs_per_sec"] = rates.consumer_wait_share
+            out[f"{name}/producers_blocked_secs_per_sec"] = rates.producer_wait_share
+    return out
+
+
 class QueueMonitor:
     """Samples every queue of a pipeline on a timer, in a background thread.
 
@@ -125,13 +153,17 @@ class QueueMonitor:
       coord: an optional :class:`~queuepipe.Coordinator`; the monitor thread registers with it
         (so ``coord.join()`` waits for it) and stops when it stops.
       history_size: samples kept per queue; older ones are dropped.
+      logdir: a directory to write every sample to as TensorBoard summaries (see the module
+        docstring for the tags); the event file is created at the first sample and closed by
+        :meth:`stop`.
 
     Raises:
       ValueError: ``interval`` or ``history_size`` is not positive.
     """
 
     def __init__(self, pipeline: Optional[Pipeline] = None, interval: float = 1.0, *,
-                 coord: Optional[Coordinator] = None, history_size: int = 3600):
+                 coord: Optional[Coordinator] = None, history_size: int = 3600,
+                 logdir: Optional[str] = None):
         if not interval > 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
         if history_size < 2:
@@ -144,6 +176,9 @@ class QueueMonitor:
         self._history: Dict[str, Deque[Sample]] = {}
         self._coord: Optional[Coordinator] = None
         self._thread: Optional[LooperThread] = None
+        self._logdir = logdir
+        self._writer: Optional[SummaryWriter] = None  # opened at the first sample
+        self._samples = 0  # samples taken: the step of TensorBoard's points
 
     def __repr__(self) -> str:
         running = self._thread is not None and self._thread.is_alive()
@@ -181,13 +216,19 @@ class QueueMonitor:
         Raises:
           Exception: whatever made a sample fail in the thread, re-raised here.
         """
-        if self._thread is None:
-            return
-        coord, self._coord, self._thread = self._coord, None, None
-        assert coord is not None  # made with the thread
-        coord.request_stop()
-        coord.join()
-        self.sample()
+        try:
+            if self._thread is None:
+                return
+            coord, self._coord, self._thread = self._coord, None, None
+            assert coord is not None  # made with the thread
+            coord.request_stop()
+            coord.join()
+            self.sample()
+        finally:
+            with self._lock:
+                writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.close()
 
     @property
     def running(self) -> bool:
@@ -215,10 +256,17 @@ class QueueMonitor:
                 taken[queue.name] = Sample(
                     time.monotonic(), stats["size"], stats["capacity"], stats["enqueued"],
                     stats["dequeued"], stats["consumer_wait_secs"], stats["producer_wait_secs"])
+            previous = {name: self._history[name][-1] for name in taken
+                        if self._history.get(name)}
             for name, sample in taken.items():
                 if name not in self._history:
                     self._history[name] = deque(maxlen=self._history_size)
                 self._history[name].append(sample)
+            if self._logdir is not None:
+                if self._writer is None:
+                    self._writer = SummaryWriter(self._logdir)
+                self._writer.scalars(_summaries(taken, previous), step=self._samples)
+            self._samples += 1
         return taken
 
     @property

@@ -83,6 +83,14 @@ def test_the_image_benchmark_decodes_every_record(capsys):
                      capsys.readouterr().out, re.M)
 
 
+def test_the_augment_benchmark_decodes_resizes_and_flips_every_record(capsys):
+    pytest.importorskip("PIL")
+    assert load("bench_images").main(["--records", "40", "--repeat", "1", "--augment"]) == 0
+    out = capsys.readouterr().out
+    assert "40 JPEG records of 375x500x3" in out and "resized to 224x224 and flipped" in out
+    assert re.search(r"^qp_bulk +steady .* every record: True$", out, re.M)
+
+
 @pytest.mark.parametrize("kind", ["mnist", "tokens"])
 def test_the_stage_benchmark_times_every_stage(workload, capsys, kind):
     _, data = workload

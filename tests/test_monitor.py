@@ -247,3 +247,39 @@ def test_a_monitor_says_its_interval_state_and_queues_when_printed():
     assert repr(monitor) == "<QueueMonitor every 0.5 s, stopped, queues []>"
     monitor.sample()
     assert repr(monitor) == "<QueueMonitor every 0.5 s, stopped, queues ['watched']>"
+
+
+def test_a_monitor_with_a_logdir_writes_tf1s_tags_that_tensorboard_reads(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    with pipeline_with(fast_producer) as (pipeline, queue):
+        wait_until(lambda: queue.size() == CAPACITY)
+        monitor = QueueMonitor(pipeline, logdir=str(tmp_path))
+        monitor.sample()
+        for _ in range(3):
+            queue.dequeue()
+            monitor.sample()
+        monitor.stop()  # closes the event file though the thread never ran
+    fills = [s.fill for s in monitor.history["monitored"]]
+    run = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    run.Reload()
+    tags = set(run.Tags()["scalars"])
+    assert tags == {"monitored/fraction_of_4_full", "monitored/enqueued_per_sec",
+                    "monitored/dequeued_per_sec", "monitored/consumers_blocked_secs_per_sec",
+                    "monitored/producers_blocked_secs_per_sec"}
+    points = run.Scalars("monitored/fraction_of_4_full")
+    assert [p.step for p in points] == [0, 1, 2, 3]
+    assert [p.value for p in points] == pytest.approx(fills)
+    assert [p.step for p in run.Scalars("monitored/dequeued_per_sec")] == [1, 2, 3]
+    assert all(p.value > 0 for p in run.Scalars("monitored/dequeued_per_sec"))
+
+
+def test_the_monitor_thread_writes_until_stopped_and_closes_its_file(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    with pipeline_with(fast_producer) as (pipeline, _):
+        with QueueMonitor(pipeline, interval=0.01, logdir=str(tmp_path)) as monitor:
+            wait_until(lambda: len(monitor.history.get("monitored", [])) >= 3)
+    taken = len(monitor.history["monitored"])
+    run = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    run.Reload()
+    assert len(run.Scalars("monitored/fraction_of_4_full")) == taken
+    assert monitor._writer is None  # closed by stop()
