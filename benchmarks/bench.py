@@ -2,7 +2,7 @@
 
 usage::
 
-    python benchmarks/bench.py --data /tmp/bench-data --peers-python /tmp/peers/bin/python \\
+    python benchmarks/bench.py --peers-python ~/.venvs/queuepipe-peers/bin/python \\
         --epochs 3 --repeat 3 --out results.json
 
 What it does, in one run:
@@ -10,9 +10,12 @@ What it does, in one run:
 1. Makes sure the workloads exist: ``DATA/mnist/`` (``image``: 784 raw uint8 bytes, ``label``:
    int64), ``DATA/float/`` (``sha256`` bytes, ``feature``: float_list[128], ``label``) and
    ``DATA/tokens/`` (``tokens``: 8 to 256 int64 ids, a VarLenFeature; ``label``),
-   record ``i`` in shard ``i % shards``, the same content as ``peers/make_data.py`` writes with
+   record ``i`` in shard ``i % shards``, the same content as ``make_data.py`` writes with
    TensorFlow (``--data`` reuses those files; without it queuepipe writes them, with
    ``--records`` and ``--shards``). ``DATA/mnist-gzip/`` holds GZIP copies for the scaling table.
+   ``DATA`` defaults to a folder private to the user (:func:`default_data`); bench writes only
+   into folders of the user's that others cannot write to, each file under a new temporary
+   name renamed into place, so that it never writes through a link.
 2. Runs each pipeline in its own subprocess, so that its time to the first batch counts from
    the process's launch (interpreter start and ``import queuepipe`` included, with the
    bytecode caches written first, as an install writes them) and its peak memory is its own
@@ -24,7 +27,7 @@ What it does, in one run:
      ``decode_raw`` per chunk of 1024 records (``read_batch_size``), one enqueue thread (the
      fastest on 2 cores: see the scaling table and docs/performance.md).
 
-3. With ``--peers-python``, runs ``peers/bench_peers.py`` for ``floor``, ``tfdata``,
+3. With ``--peers-python``, runs ``bench_peers.py`` (beside this file) for ``floor``, ``tfdata``,
    ``tf1queue`` and ``tfrecord_pkg`` under that interpreter, on the same files, the same way.
 4. Prints the medians over ``--repeat`` runs (runs of the pipelines are interleaved, so that a
    busy moment of the machine hits all of them) and each target as a ratio with PASS/FAIL,
@@ -50,8 +53,7 @@ import time
 from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEERS_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "peers",
-                            "bench_peers.py")
+PEERS_SCRIPT = os.path.join(HERE, "bench_peers.py")  # run by --peers-python (README.md)
 BATCH, BUFFER = 128, 10000
 BULK_CHUNK = 512  # records per read_up_to + parse_example in qp_bulk
 LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
@@ -67,13 +69,52 @@ FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "
 # -- the workloads ---------------------------------------------------------------------------
 
 
+def default_data() -> str:
+    """The workload folder without ``--data``: ``queuepipe/bench-data`` in the user's cache
+    folder (``$XDG_CACHE_HOME``, else ``~/.cache``). Never a fixed folder of the shared
+    temporary directory, where whoever makes it first decides what bench reads and, through
+    links planted there, what it overwrites."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "queuepipe", "bench-data")
+
+
+def private_folder(path: str) -> str:
+    """``path``, created with mode 0700 where missing, after checking that bench may write
+    into it: a real folder (not a link), the user's own, that no other user can write to
+    (who could otherwise plant links in it)."""
+    import stat
+
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise SystemExit(f"bench writes its workloads into '{path}', which is a link or not a "
+                         "folder: give --data a folder of your own")
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        whose = "another user owns" if info.st_uid != os.getuid() else "others can write to"
+        raise SystemExit(f"bench writes its workloads into '{path}', which {whose}: give "
+                         "--data a folder of your own (mode 0700)")
+    return path
+
+
+def new_file(path: str):
+    """``(temporary path, place)``: write to the temporary file (created exclusively beside
+    ``path`` under a random name), then call ``place()`` to rename it onto ``path``; a link at
+    ``path`` is replaced, never written through."""
+    import tempfile
+
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    return tmp, lambda: os.replace(tmp, path)
+
+
 def shard_paths(directory: str, shards: int) -> list:
     return [os.path.join(directory, f"shard-{i:05d}-of-{shards:05d}.tfrecord")
             for i in range(shards)]
 
 
 def write_workloads(data: str, records: int, shards: int) -> None:
-    """Writes ``mnist/``, ``float/``, ``tokens/`` and ``truth.npz`` as ``peers/make_data.py``
+    """Writes ``mnist/``, ``float/``, ``tokens/`` and ``truth.npz`` as ``make_data.py``
     does (the same content from the same seed)."""
     import hashlib
 
@@ -88,10 +129,11 @@ def write_workloads(data: str, records: int, shards: int) -> None:
     floats = rng.standard_normal((records, 128)).astype(np.float32)
     lengths = rng.integers(8, 257, size=records)
     tokens = np.split(rng.zipf(1.3, size=int(lengths.sum())) % 50000, np.cumsum(lengths)[:-1])
+    private_folder(data)
     for name in ("mnist", "float", "tokens"):
-        directory = os.path.join(data, name)
-        os.makedirs(directory, exist_ok=True)
-        writers = [qp.io.TFRecordWriter(path) for path in shard_paths(directory, shards)]
+        directory = private_folder(os.path.join(data, name))
+        files = [new_file(path) for path in shard_paths(directory, shards)]
+        writers = [qp.io.TFRecordWriter(tmp) for tmp, _ in files]
         for i in range(records):
             if name == "mnist":
                 features = {"image": images[i].tobytes(), "label": int(labels[i])}
@@ -101,10 +143,14 @@ def write_workloads(data: str, records: int, shards: int) -> None:
                 features = {"sha256": hashlib.sha256(str(i).encode()).hexdigest().encode(),
                             "feature": floats[i], "label": int(labels[i])}
             writers[i % shards].write(make_example(features).SerializeToString())
-        for writer in writers:
+        for writer, (_, place) in zip(writers, files):
             writer.close()
-    np.savez(os.path.join(data, "truth.npz"), images=images, labels=labels, floats=floats,
-             token_lengths=lengths, token_sum=np.int64(sum(int(t.sum()) for t in tokens)))
+            place()
+    tmp, place = new_file(os.path.join(data, "truth.npz"))
+    with open(tmp, "wb") as f:
+        np.savez(f, images=images, labels=labels, floats=floats, token_lengths=lengths,
+                 token_sum=np.int64(sum(int(t.sum()) for t in tokens)))
+    place()
 
 
 def write_gzip_copy(data: str) -> None:
@@ -115,13 +161,13 @@ def write_gzip_copy(data: str) -> None:
     sources = sorted(p for p in os.listdir(os.path.join(data, "mnist")) if p.endswith(".tfrecord"))
     if os.path.isdir(target) and sorted(os.listdir(target)) == sources:
         return
-    os.makedirs(target, exist_ok=True)
+    private_folder(target)
     for name in sources:
-        partial = os.path.join(target, name + ".partial")
+        partial, place = new_file(os.path.join(target, name))
         with qp.io.TFRecordWriter(partial, qp.io.TFRecordOptions("GZIP")) as writer:
             for record in qp.io.tf_record_iterator(os.path.join(data, "mnist", name)):
                 writer.write(record)
-        os.replace(partial, os.path.join(target, name))
+        place()
 
 
 def truth(data: str, epochs: int, workload: str = "mnist") -> dict:
@@ -453,8 +499,8 @@ def plot(rows: dict, path: str, title: str) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/bench.py", description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="workload folder (mnist/, float/, truth.npz), e.g. written "
-                    "by peers/make_data.py; written by queuepipe when missing "
-                    "(default /tmp/bench-data)", default="/tmp/bench-data")
+                    "by make_data.py; written by queuepipe when missing (default "
+                    f"{default_data()}, private to you)", default=default_data())
     ap.add_argument("--records", type=int, default=60000, help="records when writing data")
     ap.add_argument("--shards", type=int, default=8, help="shards when writing data")
     ap.add_argument("--epochs", type=int, default=3)
@@ -486,7 +532,7 @@ def main(argv=None) -> int:
         write_workloads(data, args.records, args.shards)
     if not os.path.isdir(os.path.join(data, args.workload)):
         raise SystemExit(f"{data} has no {args.workload}/ workload: write the workloads "
-                         f"again (peers/make_data.py, or remove {data} for bench.py to)")
+                         f"again (make_data.py, or remove {data} for bench.py to)")
     expected = truth(data, args.epochs, args.workload)
     log(f"{expected['examples']} records expected, label sum {expected['label_sum']}")
 

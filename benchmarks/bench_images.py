@@ -2,7 +2,8 @@
 
 usage::
 
-    python benchmarks/bench_images.py --peers-python /tmp/peers/bin/python --records 6000
+    python benchmarks/bench_images.py --peers-python ~/.venvs/queuepipe-peers/bin/python \\
+        --records 6000
 
 Writes ``--records`` Examples (``image``: a 96x96 RGB JPEG of quality 90, ``label``) in 4
 shards under a temporary folder, then reads them once with each pipeline in its own process
