@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple
 
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
@@ -109,7 +109,7 @@ def _scanner(path: str, choice: str, scanner_type=None):
     return (scanner_type or RecordScanner)(path, _compression(path, choice))
 
 
-def _scan(scanner, update: Callable[[int], None]) -> Iterator[Tuple[int, bytes]]:
+def _scan(scanner, update: Callable[[int], None]) -> Generator[Tuple[int, bytes], None, None]:
     """Yields ``(offset, data)`` from ``scanner`` in bulk, reporting framed bytes to ``update``."""
     try:
         while True:
