@@ -2,7 +2,7 @@
 
 usage::
 
-    python benchmarks/bench.py --data /tmp/bench-data --peers-python /tmp/peers/bin/python \\
+    python benchmarks/bench.py --peers-python ~/.venvs/queuepipe-peers/bin/python \\
         --epochs 3 --repeat 3 --out results.json
 
 What it does, in one run:
@@ -13,9 +13,12 @@ What it does, in one run:
    ``DATA/wide/`` (200 features ``f0``..``f199``, int64, float and bytes by ``i % 3``, even
    ``i`` a FixedLenFeature with a default and odd ``i`` a VarLenFeature of 0 to 2 values,
    each record holding a random 80% of them; ``label``; at most 20,000 records),
-   record ``i`` in shard ``i % shards``, the same content as ``peers/make_data.py`` writes with
+   record ``i`` in shard ``i % shards``, the same content as ``make_data.py`` writes with
    TensorFlow (``--data`` reuses those files; without it queuepipe writes them, with
    ``--records`` and ``--shards``). ``DATA/mnist-gzip/`` holds GZIP copies for the scaling table.
+   ``DATA`` defaults to a folder private to the user (:func:`default_data`); bench writes only
+   into folders of the user's that others cannot write to, each file under a new temporary
+   name renamed into place, so that it never writes through a link.
 2. Runs each pipeline in its own subprocess, so that its time to the first batch counts from
    the process's launch (interpreter start and ``import queuepipe`` included, with the
    bytecode caches written first, as an install writes them) and its peak memory is its own
@@ -27,7 +30,7 @@ What it does, in one run:
      ``decode_raw`` per chunk of 1024 records (``read_batch_size``), one enqueue thread (the
      fastest on 2 cores: see the scaling table and docs/performance.md).
 
-3. With ``--peers-python``, runs ``peers/bench_peers.py`` for ``floor``, ``tfdata``,
+3. With ``--peers-python``, runs ``bench_peers.py`` (beside this file) for ``floor``, ``tfdata``,
    ``tf1queue`` and ``tfrecord_pkg`` under that interpreter, on the same files, the same way.
 4. Prints the medians over ``--repeat`` runs (runs of the pipelines are interleaved, so that a
    busy moment of the machine hits all of them) and each target as a ratio with PASS/FAIL,
@@ -56,8 +59,7 @@ import time
 from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEERS_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "peers",
-                            "bench_peers.py")
+PEERS_SCRIPT = os.path.join(HERE, "bench_peers.py")  # run by --peers-python (README.md)
 BATCH, BUFFER = 128, 10000
 BULK_CHUNK = 512  # records per read_up_to + parse_example in qp_bulk
 LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
@@ -73,6 +75,45 @@ FIELDS = ("examples", "seconds", "first_batch", "rate", "steady", "label_sum", "
 # -- the workloads ---------------------------------------------------------------------------
 
 
+def default_data() -> str:
+    """The workload folder without ``--data``: ``queuepipe/bench-data`` in the user's cache
+    folder (``$XDG_CACHE_HOME``, else ``~/.cache``). Never a fixed folder of the shared
+    temporary directory, where whoever makes it first decides what bench reads and, through
+    links planted there, what it overwrites."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "queuepipe", "bench-data")
+
+
+def private_folder(path: str) -> str:
+    """``path``, created with mode 0700 where missing, after checking that bench may write
+    into it: a real folder (not a link), the user's own, that no other user can write to
+    (who could otherwise plant links in it)."""
+    import stat
+
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise SystemExit(f"bench writes its workloads into '{path}', which is a link or not a "
+                         "folder: give --data a folder of your own")
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        whose = "another user owns" if info.st_uid != os.getuid() else "others can write to"
+        raise SystemExit(f"bench writes its workloads into '{path}', which {whose}: give "
+                         "--data a folder of your own (mode 0700)")
+    return path
+
+
+def new_file(path: str):
+    """``(temporary path, place)``: write to the temporary file (created exclusively beside
+    ``path`` under a random name), then call ``place()`` to rename it onto ``path``; a link at
+    ``path`` is replaced, never written through."""
+    import tempfile
+
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    os.close(fd)
+    return tmp, lambda: os.replace(tmp, path)
+
+
 def shard_paths(directory: str, shards: int) -> list:
     return [os.path.join(directory, f"shard-{i:05d}-of-{shards:05d}.tfrecord")
             for i in range(shards)]
@@ -80,7 +121,7 @@ def shard_paths(directory: str, shards: int) -> list:
 
 def write_workloads(data: str, records: int, shards: int) -> None:
     """Writes ``mnist/``, ``float/``, ``tokens/``, ``wide/`` and ``truth.npz`` as
-    ``peers/make_data.py`` does (the same content from the same seed)."""
+    ``make_data.py`` does (the same content from the same seed)."""
     import hashlib
 
     import numpy as np
@@ -94,10 +135,11 @@ def write_workloads(data: str, records: int, shards: int) -> None:
     floats = rng.standard_normal((records, 128)).astype(np.float32)
     lengths = rng.integers(8, 257, size=records)
     tokens = np.split(rng.zipf(1.3, size=int(lengths.sum())) % 50000, np.cumsum(lengths)[:-1])
+    private_folder(data)
     for name in ("mnist", "float", "tokens"):
-        directory = os.path.join(data, name)
-        os.makedirs(directory, exist_ok=True)
-        writers = [qp.io.TFRecordWriter(path) for path in shard_paths(directory, shards)]
+        directory = private_folder(os.path.join(data, name))
+        files = [new_file(path) for path in shard_paths(directory, shards)]
+        writers = [qp.io.TFRecordWriter(tmp) for tmp, _ in files]
         for i in range(records):
             if name == "mnist":
                 features = {"image": images[i].tobytes(), "label": int(labels[i])}
@@ -107,12 +149,16 @@ def write_workloads(data: str, records: int, shards: int) -> None:
                 features = {"sha256": hashlib.sha256(str(i).encode()).hexdigest().encode(),
                             "feature": floats[i], "label": int(labels[i])}
             writers[i % shards].write(make_example(features).SerializeToString())
-        for writer in writers:
+        for writer, (_, place) in zip(writers, files):
             writer.close()
+            place()
     write_wide(data, labels, records, shards)
-    np.savez(os.path.join(data, "truth.npz"), images=images, labels=labels, floats=floats,
-             token_lengths=lengths, token_sum=np.int64(sum(int(t.sum()) for t in tokens)),
-             wide_records=np.int64(min(records, WIDE_MAX)))
+    tmp, place = new_file(os.path.join(data, "truth.npz"))
+    with open(tmp, "wb") as f:
+        np.savez(f, images=images, labels=labels, floats=floats, token_lengths=lengths,
+                 token_sum=np.int64(sum(int(t.sum()) for t in tokens)),
+                 wide_records=np.int64(min(records, WIDE_MAX)))
+    place()
 
 
 WIDE_KEYS, WIDE_MAX = 200, 20000
@@ -120,16 +166,16 @@ WIDE_KEYS, WIDE_MAX = 200, 20000
 
 def write_wide(data: str, labels, records: int, shards: int) -> None:
     """``DATA/wide/``: records holding different subsets of 200 features, as
-    ``peers/make_data.py`` writes them."""
+    ``make_data.py`` writes them."""
     import numpy as np
 
     import queuepipe as qp
     from queuepipe.protos import make_example
 
     rng = np.random.default_rng(1)
-    directory = os.path.join(data, "wide")
-    os.makedirs(directory, exist_ok=True)
-    writers = [qp.io.TFRecordWriter(path) for path in shard_paths(directory, shards)]
+    directory = private_folder(os.path.join(data, "wide"))
+    files = [new_file(path) for path in shard_paths(directory, shards)]
+    writers = [qp.io.TFRecordWriter(tmp) for tmp, _ in files]
     for r in range(min(records, WIDE_MAX)):
         present = rng.random(WIDE_KEYS) < 0.8
         counts = np.where(np.arange(WIDE_KEYS) % 2 == 0, 1, rng.integers(0, 3, WIDE_KEYS))
@@ -138,8 +184,9 @@ def write_wide(data: str, labels, records: int, shards: int) -> None:
             k = int(counts[i])
             features[f"f{i}"] = ([7 * r + i] * k, [0.5 * i] * k, [b"v%d" % i] * k)[i % 3]
         writers[r % shards].write(make_example(features).SerializeToString())
-    for writer in writers:
+    for writer, (_, place) in zip(writers, files):
         writer.close()
+        place()
 
 
 def write_gzip_copy(data: str) -> None:
@@ -150,13 +197,13 @@ def write_gzip_copy(data: str) -> None:
     sources = sorted(p for p in os.listdir(os.path.join(data, "mnist")) if p.endswith(".tfrecord"))
     if os.path.isdir(target) and sorted(os.listdir(target)) == sources:
         return
-    os.makedirs(target, exist_ok=True)
+    private_folder(target)
     for name in sources:
-        partial = os.path.join(target, name + ".partial")
+        partial, place = new_file(os.path.join(target, name))
         with qp.io.TFRecordWriter(partial, qp.io.TFRecordOptions("GZIP")) as writer:
             for record in qp.io.tf_record_iterator(os.path.join(data, "mnist", name)):
                 writer.write(record)
-        os.replace(partial, os.path.join(target, name))
+        place()
 
 
 def truth(data: str, epochs: int, workload: str = "mnist") -> dict:
@@ -498,8 +545,8 @@ def plot(rows: dict, path: str, title: str) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/bench.py", description=__doc__.split("\n")[0])
     ap.add_argument("--data", help="workload folder (mnist/, float/, truth.npz), e.g. written "
-                    "by peers/make_data.py; written by queuepipe when missing "
-                    "(default /tmp/bench-data)", default="/tmp/bench-data")
+                    "by make_data.py; written by queuepipe when missing (default "
+                    f"{default_data()}, private to you)", default=default_data())
     ap.add_argument("--records", type=int, default=60000, help="records when writing data")
     ap.add_argument("--shards", type=int, default=8, help="shards when writing data")
     ap.add_argument("--epochs", type=int, default=3)
@@ -536,7 +583,7 @@ def main(argv=None) -> int:
         write_workloads(data, args.records, args.shards)
     if not os.path.isdir(os.path.join(data, args.workload)):
         raise SystemExit(f"{data} has no {args.workload}/ workload: write the workloads "
-                         f"again (peers/make_data.py, or remove {data} for bench.py to)")
+                         f"again (make_data.py, or remove {data} for bench.py to)")
     expected = truth(data, args.epochs, args.workload)
     log(f"{expected['examples']} records expected, label sum {expected['label_sum']}")
 

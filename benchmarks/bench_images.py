@@ -2,8 +2,8 @@
 
 usage::
 
-    python benchmarks/bench_images.py --peers-python /tmp/peers/bin/python --records 6000
-    python benchmarks/bench_images.py --peers-python /tmp/peers/bin/python --augment
+    python benchmarks/bench_images.py --peers-python ~/.venvs/queuepipe-peers/bin/python --records 6000
+    python benchmarks/bench_images.py --peers-python ~/.venvs/queuepipe-peers/bin/python --augment
 
 With ``--augment`` the images are about 100 KB (375x500 RGB, quality 90) and both pipelines
 also resize each to 224x224 (bilinear, TF2's ``tf.image.resize``: ``qp.image.resize`` on the

@@ -2,7 +2,7 @@
 
 usage::
 
-    python benchmarks/bench_order.py --data /tmp/bench-data [--epochs 3] [--repeat 3]
+    python benchmarks/bench_order.py --data ~/.cache/queuepipe/bench-data [--epochs 3] [--repeat 3]
                                      [--workload mnist float tokens] [--seed-only]
 
 In one run, on ``bench.py``'s workloads (written there if missing):
@@ -97,7 +97,7 @@ def mixing(folder: str, **options) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/bench_order.py",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="/tmp/bench-data",
+    ap.add_argument("--data", default=bench.default_data(),
                     help="bench.py's workload folder (written when missing)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)

@@ -2,7 +2,7 @@
 
 usage::
 
-    python benchmarks/bench_parse.py [--data /tmp/bench-data] [--chunk 256] [--repeat 3]
+    python benchmarks/bench_parse.py [--data ~/.cache/queuepipe/bench-data] [--chunk 256] [--repeat 3]
 
 Reads every record of ``DATA/mnist/`` and ``DATA/float/`` (see ``bench.py``; written there if
 missing) into memory, then parses them in chunks of ``--chunk`` records with
@@ -52,15 +52,15 @@ def rate(fn, chunks: list, specs: dict, repeat: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="/tmp/bench-data")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench
+
+    ap.add_argument("--data", default=bench.default_data())
     ap.add_argument("--chunk", type=int, default=256, help="records per parse_example call")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     if not os.path.exists(os.path.join(args.data, "truth.npz")):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from bench import write_workloads
-
-        write_workloads(args.data, 60000, 8)
+        bench.write_workloads(args.data, 60000, 8)
     print("| workload | records | fast path | general path | speed-up |\n|---|---|---|---|---|")
     for workload, specs in SPECS.items():
         folder = os.path.join(args.data, workload)

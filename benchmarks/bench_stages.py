@@ -2,7 +2,7 @@
 
 usage::
 
-    python benchmarks/bench_stages.py --data /tmp/bench-data [--workload tokens] [--repeat 5]
+    python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data [--workload tokens] [--repeat 5]
 
 One thread, no pipeline around it: the first two shards of ``bench.py``'s workload read in
 chunks of 512 (``TFRecordReader.read_up_to``), each chunk parsed by one ``parse_example``
@@ -67,7 +67,7 @@ def through_queue(qp, parsed):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/bench_stages.py",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="/tmp/bench-data",
+    ap.add_argument("--data", default=bench.default_data(),
                     help="bench.py's workload folder (written when missing)")
     ap.add_argument("--workload", default="tokens", choices=("mnist", "float", "tokens"))
     ap.add_argument("--repeat", type=int, default=5)

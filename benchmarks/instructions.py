@@ -3,11 +3,11 @@ busy, shared machine does not move.
 
 usage::
 
-    python benchmarks/instructions.py --data /tmp/bench-data            # both pipelines
-    python benchmarks/instructions.py --data /tmp/bench-data per_record --records 20000
-    python benchmarks/instructions.py --data /tmp/bench-data features features_seeded
-    python benchmarks/instructions.py --data /tmp/bench-data parse features --workload tokens
-    QUEUEPIPE_PURE=1 python benchmarks/instructions.py --data /tmp/bench-data read  # pure path
+    python benchmarks/instructions.py --data ~/.cache/queuepipe/bench-data            # both pipelines
+    python benchmarks/instructions.py --data ~/.cache/queuepipe/bench-data per_record --records 20000
+    python benchmarks/instructions.py --data ~/.cache/queuepipe/bench-data features features_seeded
+    python benchmarks/instructions.py --data ~/.cache/queuepipe/bench-data parse features --workload tokens
+    QUEUEPIPE_PURE=1 python benchmarks/instructions.py --data ~/.cache/queuepipe/bench-data read  # pure path
 
 Wall-clock rates on a shared 2-core machine vary by half from run to run, too much to see a
 change of a few percent. This runs each pipeline's work with the benchmark's own producer and
@@ -138,7 +138,11 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("pipelines", nargs="*", metavar="PIPELINE",
                     help=f"of {', '.join(PIPELINES)} (default: per_record and bulk)")
-    ap.add_argument("--data", default="/tmp/bench-data", help="the workload (bench.py --data)")
+    sys.path.insert(0, HERE)
+    import bench
+
+    ap.add_argument("--data", default=bench.default_data(),
+                    help="the workload (bench.py --data)")
     ap.add_argument("--records", type=int, default=22000,
                     help=f"records of the measured run (more than {BASELINE})")
     ap.add_argument("--threads", type=int, default=1,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Dict
+from typing import Any, Dict, NoReturn
 
 from queuepipe.dtypes import as_dtype
 from queuepipe.parsing import FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
@@ -76,7 +76,8 @@ def read_specs(text: str, source: str) -> Dict[str, Dict[str, Any]]:
     try:
         tree = ast.parse(text, filename="<features>")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as e:
-        where = f" line {e.lineno}" if getattr(e, "lineno", None) else ""
+        line = getattr(e, "lineno", None)
+        where = f" line {line}" if line else ""
         raise SpecFileError(f"{source}:{where} neither JSON nor the Python queuepipe schema "
                             "prints (a syntax error)") from None
     found: Dict[str, Dict[str, Any]] = {}
@@ -102,7 +103,7 @@ def _short(text: str) -> str:
     return shown + ("..." if len(text) > _PREVIEW else "")
 
 
-def _refuse(node: ast.AST, source: str, expected: str):
+def _refuse(node: ast.AST, source: str, expected: str) -> NoReturn:
     raise SpecFileError(f"{source}: line {getattr(node, 'lineno', '?')}: expected {expected}, "
                         f"got '{_short(ast.unparse(node))}'; a features file is read as data, "
                         "never run")
@@ -169,7 +170,7 @@ def _from_json(text: str, source: str) -> Dict[str, Dict[str, Any]]:
     if not all(isinstance(v, dict) and all(isinstance(s, dict) for s in v.values())
                for v in data.values()):
         data = {"features": data}
-    found = {}
+    found: Dict[str, Dict[str, Any]] = {}
     for name, specs in data.items():
         found[name] = {}
         for key, fields in specs.items():

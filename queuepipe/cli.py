@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple
 
 from google.protobuf import text_format, unknown_fields
 from google.protobuf.message import DecodeError
@@ -55,6 +55,10 @@ _COMPRESSIONS = {"auto": None, "none": "", "gzip": "GZIP", "zlib": "ZLIB"}
 _SCAN_BATCH = 4096  # records taken from a scanner per progress-bar update
 _BENCH_SAMPLE = 1000  # records bench FILE... infers the features from, without --features
 _FEATURES_FILE_LIMIT = 1 << 20  # bytes: a features file is a few lines per feature
+_BENCH_THREADS = 2  # enqueue threads bench reads with (read_batch_features' default)
+_BUILTIN_EPOCHS = 5  # the built-in check reads its records this many times
+# bench judges the queues only from this much reading: less, and they have barely filled
+_VERDICT_MIN_RECORDS, _VERDICT_MIN_SECONDS = 10_000, 1.0
 
 
 class UsageError(Exception):
@@ -111,7 +115,7 @@ def _scanner(path: str, choice: str, scanner_type=None):
     return (scanner_type or RecordScanner)(path, _compression(path, choice))
 
 
-def _scan(scanner, update: Callable[[int], None]) -> Iterator[Tuple[int, bytes]]:
+def _scan(scanner, update: Callable[[int], None]) -> Generator[Tuple[int, bytes], None, None]:
     """Yields ``(offset, data)`` from ``scanner`` in bulk, reporting framed bytes to ``update``."""
     try:
         while True:
@@ -492,35 +496,70 @@ def _builtin_bench(records: int, batch_size: int) -> None:
         start = time.perf_counter()
         paths = write_shards(data, tmp, 4, progress=False)
         write_secs = time.perf_counter() - start
-        seen, read_secs, monitor = _read_once(paths, batch_size, features)
-    if seen != records:
-        raise RuntimeError(f"bench read {seen} records back but wrote {records}")
+        seen, read_secs, cpu_secs, monitor = _read_once(paths, batch_size, features,
+                                                        _BUILTIN_EPOCHS)
+    if seen != records * _BUILTIN_EPOCHS:
+        raise RuntimeError(f"bench read {seen} records back in {_BUILTIN_EPOCHS} epochs but "
+                           f"wrote {records}")
     print(f"write_shards:        {records / write_secs:12,.0f} records/s "
           f"({records} records, {write_secs:.2f} s)")
-    print(f"read_batch_features: {records / read_secs:12,.0f} records/s "
-          f"(batches of {batch_size}, {read_secs:.2f} s)")
+    print(f"read_batch_features: {seen / read_secs:12,.0f} records/s "
+          f"({_BUILTIN_EPOCHS} epochs, batches of {batch_size}, {read_secs:.2f} s)")
     print(monitor.table())
-    print(monitor.input_bound().reason)
+    print(bench_verdict(monitor.input_bound(), seen, read_secs, cpu_secs,
+                        _BENCH_THREADS, os.cpu_count() or 1))
 
 
-def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any]) -> Tuple:
-    """Reads ``paths`` once with ``read_batch_features`` in a pipeline of its own, watched by a
-    QueueMonitor; returns (records, seconds, monitor)."""
+def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any],
+               epochs: int = 1) -> Tuple:
+    """Reads ``paths`` ``epochs`` times with ``read_batch_features`` (``_BENCH_THREADS``
+    enqueue threads) in a pipeline of its own, watched by a QueueMonitor; returns (records, seconds, CPU
+    seconds of the process, monitor)."""
     import queuepipe as qp
     from queuepipe.monitor import QueueMonitor
     from queuepipe.sparse import SparseValue, batch_size as sparse_batch_size
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     seen = 0
     with qp.Pipeline().as_default() as pipeline:
-        batches = qp.read_batch_features(paths, batch_size, features, num_epochs=1,
-                                         randomize_input=False)
+        batches = qp.read_batch_features(paths, batch_size, features, num_epochs=epochs,
+                                         randomize_input=False,
+                                         num_enqueue_threads=_BENCH_THREADS)
         with qp.running(pipeline), QueueMonitor(pipeline, interval=0.05) as monitor:
             for batch in batches:
                 first = next(iter(batch.values()))
                 seen += sparse_batch_size(first) if isinstance(first, SparseValue) \
                     else len(first)
-    return seen, time.perf_counter() - start, monitor
+    return seen, time.perf_counter() - start, time.process_time() - cpu_start, monitor
+
+
+def bench_verdict(verdict, records: int, seconds: float, cpu_seconds: float, threads: int,
+                  cpus: int) -> str:
+    """What bench concludes from a read of ``records`` in ``seconds`` (``cpu_seconds`` of CPU,
+    ``threads`` enqueue threads on ``cpus`` CPUs) and the monitor's ``verdict``.
+
+    No verdict from too little data (under ``_VERDICT_MIN_RECORDS`` records or
+    ``_VERDICT_MIN_SECONDS`` seconds: the queues barely filled). bench has no training step,
+    so its consumer always waits on the producers; more threads are advised only where they
+    can help: the threads kept their CPUs busy and there are idle CPUs to add threads on.
+    """
+    if records < _VERDICT_MIN_RECORDS or seconds < _VERDICT_MIN_SECONDS:
+        return (f"no verdict: {records} records in {seconds:.2f} s are too few to judge the "
+                f"queues by (it takes {_VERDICT_MIN_RECORDS:,} records and "
+                f"{_VERDICT_MIN_SECONDS:.0f} s of reading: raise --records)")
+    if not verdict.input_bound:
+        return verdict.reason
+    busy = cpu_seconds / seconds  # CPUs the process kept busy, on average
+    used = f"the process kept {busy:.1f} of {cpus} CPUs busy with {threads} enqueue threads"
+    if busy >= 0.8 * cpus:
+        advice = "more threads would not help (no CPU is idle): make parsing cheaper"
+    elif busy < 0.8 * threads:
+        advice = ("more threads would not help: these are not CPU-bound (their time goes to "
+                  "waiting: on the disk, on one another, on Python's lock)")
+    else:
+        advice = "idle CPUs remain: more enqueue threads (num_enqueue_threads) may help"
+    return (f"input-bound, as bench always is (it has no training step; the table shows the "
+            f"waits): {used}; {advice}")
 
 
 def _features_from_file(path: str) -> Dict[str, Any]:
@@ -564,12 +603,13 @@ def _bench_files(patterns: Sequence[str], features_file: Optional[str],
                     if not isinstance(spec, str)}  # a string says why a key is left out
         source = f"inferred from {len(sample)} records of {paths[0]!r}"
     size = sum(_file_size(path) or 0 for path in paths)
-    seen, secs, monitor = _read_once(paths, batch_size, features)
+    seen, secs, cpu_secs, monitor = _read_once(paths, batch_size, features)
     print(f"features: {sorted(features)} ({source})")
     print(f"read_batch_features: {seen / secs:12,.0f} records/s, {size / secs / 1e6:,.1f} MB/s "
           f"({seen} records in {len(paths)} file(s), batches of {batch_size}, {secs:.2f} s)")
     print(monitor.table())
-    print(monitor.input_bound().reason)
+    print(bench_verdict(monitor.input_bound(), seen, secs, cpu_secs, _BENCH_THREADS,
+                        os.cpu_count() or 1))
 
 
 def _cmd_bench(args) -> int:
@@ -728,8 +768,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "JSON; read as data, never run (default: inferred from their first "
                         "records)")
     p.add_argument("--builtin", action="store_true", help="run the built-in check")
-    p.add_argument("--records", type=_positive_int, default=20000,
-                   help="records for the built-in check (default 20000)")
+    p.add_argument("--records", type=_positive_int, default=40_000,
+                   help=f"records for the built-in check, read {_BUILTIN_EPOCHS} times "
+                        f"(default 40000; a verdict on the queues needs "
+                        f"{_VERDICT_MIN_RECORDS:,} records and {_VERDICT_MIN_SECONDS:.0f} s of "
+                        "reading)")
     p.add_argument("--batch-size", type=_positive_int, default=128,
                    help="batch size for your files and the built-in check (default 128)")
     p.add_argument("suite_args", nargs="*", metavar="ARG", help=argparse.SUPPRESS)

@@ -26,8 +26,11 @@ from __future__ import annotations
 import csv
 import gzip
 import os
+import math
 import re
 import struct
+import zlib
+from collections import Counter
 from typing import Dict, Iterator, Optional
 
 import numpy as np
@@ -45,6 +48,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # IDX type byte -> big-endian NumPy dtype (http://yann.lecun.com/exdb/mnist/, "THE IDX FILE
 # FORMAT").
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+# Deflate's largest expansion: 258 bytes from about 2 bits, about 1032:1 (zlib's technical
+# notes, "maximum compression factor"); a gzip file declaring more cannot hold it.
+_DEFLATE_MAX_RATIO = 1032
+_IDX_CHUNK = 1 << 20  # bytes inflated into the array per read
 
 
 def guess_format(path: str) -> Optional[str]:
@@ -68,6 +75,11 @@ def guess_format(path: str) -> Optional[str]:
 def read_idx(path: str) -> np.ndarray:
     """Reads an IDX file (raw, or gzip-compressed) into a NumPy array in native byte order.
 
+    The header is read first and the size it declares checked against what the file can
+    hold (its size; for gzip, the most deflate can inflate it to) before anything is
+    allocated; the data is then inflated straight into the array, and nothing past the
+    declared size is inflated beyond one byte to tell that there is more.
+
     Args:
       path: the file; gzip compression is recognised by its magic bytes, not its name.
 
@@ -77,31 +89,73 @@ def read_idx(path: str) -> np.ndarray:
     Raises:
       FileNotFoundError: ``path`` does not exist.
       InvalidArgumentError: the file does not start with an IDX magic number.
-      DataLossError: the file holds fewer or more data bytes than its dimensions need.
+      DataLossError: the file holds fewer or more data bytes than its dimensions need, or its
+        gzip stream is damaged.
     """
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:2] == _GZIP_MAGIC:
-        data = gzip.decompress(data)
-    if len(data) < 4 or data[:2] != b"\0\0" or data[2] not in _IDX_DTYPES:
+    with open(path, "rb") as raw:
+        size = os.fstat(raw.fileno()).st_size
+        compressed = raw.read(2) == _GZIP_MAGIC
+        raw.seek(0)
+        f = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+        try:
+            return _read_idx(f, path, size, compressed)
+        except (OSError, EOFError, zlib.error) as e:
+            if not compressed:
+                raise
+            raise DataLossError(f"'{path}': its gzip stream is damaged ({e})", path=path,
+                                offset=0) from e
+        finally:
+            f.close()
+
+
+def _read_exactly(f, n: int) -> bytes:
+    parts = []
+    while n > 0:
+        part = f.read(n)
+        if not part:
+            break
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def _read_idx(f, path: str, size: int, compressed: bool) -> np.ndarray:
+    """The IDX array of the open file ``f`` (``size`` bytes on disk), streamed."""
+    magic = _read_exactly(f, 4)
+    if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] not in _IDX_DTYPES:
         raise InvalidArgumentError(
-            f"'{path}' is not an IDX file: it starts with bytes {data[:4].hex(' ')!r}, expected "
+            f"'{path}' is not an IDX file: it starts with bytes {magic.hex(' ')!r}, expected "
             "00 00 <type> <ndim> (MNIST images: 00 00 08 03 = 2051, labels: 00 00 08 01 = 2049)")
-    dtype = np.dtype(_IDX_DTYPES[data[2]])
-    ndim = data[3]
+    dtype = np.dtype(_IDX_DTYPES[magic[2]])
+    ndim = magic[3]
     header = 4 + 4 * ndim
-    if len(data) < header:
-        raise DataLossError(f"'{path}' ends inside its IDX header ({len(data)} of {header} bytes)",
-                            path=path, offset=len(data))
-    dims = struct.unpack(f">{ndim}I", data[4:header])
-    need = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-    if len(data) - header != need:
-        raise DataLossError(
-            f"'{path}' holds {len(data) - header} data bytes after its header, but its "
-            f"dimensions {list(dims)} of {dtype.itemsize}-byte values need {need}",
-            path=path, offset=header + min(need, len(data) - header))
-    array = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
-    return array.astype(dtype.newbyteorder("="))
+    dims_bytes = _read_exactly(f, header - 4)
+    if len(dims_bytes) < header - 4:
+        raise DataLossError(f"'{path}' ends inside its IDX header ({4 + len(dims_bytes)} of "
+                            f"{header} bytes)", path=path, offset=4 + len(dims_bytes))
+    dims = struct.unpack(f">{ndim}I", dims_bytes)
+    need = math.prod(dims) * dtype.itemsize
+    what = f"its dimensions {list(dims)} of {dtype.itemsize}-byte values need {need}"
+    if compressed and need > size * _DEFLATE_MAX_RATIO:
+        raise DataLossError(f"'{path}': {what} data bytes, more than a gzip file of {size} "
+                            f"bytes can inflate to (deflate inflates at most "
+                            f"{_DEFLATE_MAX_RATIO}x)", path=path, offset=header)
+    if not compressed and need != size - header:
+        raise DataLossError(f"'{path}' holds {size - header} data bytes after its header, "
+                            f"but {what}", path=path, offset=header + min(need, size - header))
+    data = bytearray(need)
+    view, got = memoryview(data), 0
+    while got < need:
+        n = f.readinto(view[got:got + _IDX_CHUNK])
+        if not n:
+            raise DataLossError(f"'{path}' holds {got} data bytes after its header, but "
+                                f"{what}", path=path, offset=header + got)
+        got += n
+    if f.read(1):
+        raise DataLossError(f"'{path}' holds more than {need} data bytes after its header, "
+                            f"but {what}", path=path, offset=header + need)
+    array = np.frombuffer(data, dtype=dtype).reshape(dims)
+    return array.astype(dtype.newbyteorder("="), copy=False)
 
 
 def find_idx_labels(images_path: str) -> str:
@@ -170,6 +224,7 @@ _INT = re.compile(r"[+-]?(\d+)")
 _FLOAT = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|infinity|inf)", re.I)
 _INT64_MAX = 2**63 - 1
 _INT64_DIGITS = 19  # past them a cell is out of range, and not given to int() (4,300 at most)
+_NAMES_SHOWN, _NAME_SHOWN = 5, 40  # duplicate column names quoted, and characters of each
 
 
 def _csv(path: str, delimiter: str):
@@ -180,10 +235,13 @@ def _csv(path: str, delimiter: str):
         if not header or not any(header):
             raise InvalidArgumentError(f"'{path}' has no header line: the first line must name "
                                        "the columns")
-        duplicates = sorted({name for name in header if header.count(name) > 1})
+        duplicates = sorted(name for name, n in Counter(header).items() if n > 1)
         if duplicates:
-            raise InvalidArgumentError(f"'{path}': column names {duplicates} appear more than "
-                                       "once in the header")
+            shown = [name[:_NAME_SHOWN] for name in duplicates[:_NAMES_SHOWN]]
+            more = f" and {len(duplicates) - len(shown)} more" if len(shown) < len(duplicates) \
+                else ""
+            raise InvalidArgumentError(f"'{path}': column names {shown}{more} appear more "
+                                       "than once in the header")
         yield header
         for row in reader:
             if not row:

@@ -352,6 +352,20 @@ def _default_enqueue_threads() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # no sched_getaffinity (macOS, Windows)
         return os.cpu_count() or 1
+def _share_files(file_pattern: Any, reader: Callable[[], Any]) -> Tuple[Any, Callable[[], Any]]:
+    """``shard_files``' result as its files, read by its reader (which keeps only this
+    process's records where the share splits files by record); anything else as it is."""
+    from queuepipe.distributed import FileShare
+
+    if not isinstance(file_pattern, FileShare):
+        return file_pattern, reader
+    if reader is TFRecordReader:
+        return file_pattern.files, file_pattern.reader
+    if file_pattern.record_shard.world_size > 1:
+        raise InvalidArgumentError(
+            f"read_batch_features: this share reads records {file_pattern.record_shard} of each "
+            "file, which only its own reader does: leave reader= out (or pass share.reader)")
+    return file_pattern.files, reader
 
 
 def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[str, Any],
@@ -387,7 +401,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
 
     Args:
       file_pattern: a glob pattern, a list of patterns or paths (globbed now: files that
-        appear later are not read).
+        appear later are not read), or what :func:`~queuepipe.distributed.shard_files`
+        returns (its files, read by its reader).
       batch_size: the number of records per batch.
       features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (each record
         becomes one row of the feature's queue column) or
@@ -462,6 +477,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
             return parse_example(serialized, features, example_names=keys)
     else:
         parse = cast(Callable[..., Any], parse_fn)  # the values alone: no keys are made
+    file_pattern, reader = _share_files(file_pattern, reader)
     files = [os.fsdecode(f) for f in match_filenames_once(file_pattern)()]
     if not files:
         raise NotFoundError(f"read_batch_features: no file matches {file_pattern!r}")

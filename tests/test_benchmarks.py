@@ -98,3 +98,17 @@ def test_the_stage_benchmark_times_every_stage(workload, capsys, kind):
     assert re.search(rf"^{kind}: 600 records, CPU per record \(least of 1\): read [\d.]+ us, "
                      r"parse [\d.]+ us, enqueue_many [\d.]+ us, dequeue_many [\d.]+ us; total",
                      capsys.readouterr().out, re.M)
+
+
+def test_the_peers_side_lives_in_the_clone():
+    """30.4: the benchmarks run from a clone alone; the peers' scripts are beside bench.py and
+    the README says how to make their virtualenv by hand."""
+    bench = load("bench")
+    assert os.path.dirname(bench.PEERS_SCRIPT) == BENCHMARKS
+    argv = bench.peer_argv("python", "tfdata", "DATA", 1, "mnist")
+    assert argv[1] == os.path.join(BENCHMARKS, "bench_peers.py") and os.path.isfile(argv[1])
+    assert os.path.isfile(os.path.join(BENCHMARKS, "make_data.py"))
+    with open(os.path.join(BENCHMARKS, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    assert "python3 -m venv ~/.venvs/queuepipe-peers" in readme
+    assert "benchmarks/make_data.py" in readme and "--peers-python" in readme

@@ -558,11 +558,11 @@ def test_bench_builtin_measures_throughput(capsys):
     assert status == 0, err
     lines = out.splitlines()
     assert re.fullmatch(r"write_shards: +[\d,]+ records/s \(300 records, [\d.]+ s\)", lines[0])
-    assert re.fullmatch(r"read_batch_features: +[\d,]+ records/s \(batches of 64, [\d.]+ s\)",
-                        lines[1])
+    assert re.fullmatch(r"read_batch_features: +[\d,]+ records/s \(5 epochs, batches of 64, "
+                        r"[\d.]+ s\)", lines[1])
     assert re.fullmatch(r"queue statistics over [\d.]+ s \(\d+ samples\)", lines[2])
     assert lines[3].split()[:2] == ["queue", "size/cap"]
-    assert re.fullmatch(r"(not )?input-bound: queue '.*' was on average .*", lines[-1])
+    assert lines[-1].startswith("no verdict: 1500 records in ")  # 300 records, 5 epochs
 
 
 def fake_checkout_file(monkeypatch, tmp_path, source):
@@ -659,3 +659,33 @@ def test_bench_on_a_damaged_file_prints_its_one_line_error_and_no_traceback(tmp_
     assert result.returncode == 1
     assert re.fullmatch(r"queuepipe bench: error: corrupted record at \d+: data checksum "
                         r"mismatch .* in file '.*damaged\.tfrecord'\n", result.stderr)
+
+class _Verdict:
+    def __init__(self, input_bound, reason="not input-bound: the monitor's reason"):
+        self.input_bound, self.reason = input_bound, reason
+
+
+@pytest.mark.parametrize("records, seconds", [(300, 5.0), (50_000, 0.2)])
+def test_bench_gives_no_verdict_from_too_little_data(records, seconds):
+    """30.5: it judged from 0.0 s of data."""
+    said = cli.bench_verdict(_Verdict(True), records, seconds, seconds, 2, 8)
+    assert said.startswith(f"no verdict: {records} records in {seconds:.2f} s are too few")
+    assert "thread" not in said
+
+
+@pytest.mark.parametrize("cpu_seconds, cpus, advice", [
+    (4.0, 2, "more threads would not help (no CPU is idle)"),  # the CPUs are saturated
+    (0.6, 8, "more threads would not help: these are not CPU-bound"),  # waiting, not working
+    (4.0, 8, "idle CPUs remain: more enqueue threads (num_enqueue_threads) may help"),
+])
+def test_bench_advises_threads_only_where_they_can_help(cpu_seconds, cpus, advice):
+    """30.5: it said "add threads" whatever the CPUs did."""
+    said = cli.bench_verdict(_Verdict(True), 100_000, 2.0, cpu_seconds, 2, cpus)
+    assert said.startswith("input-bound, as bench always is (it has no training step")
+    assert advice in said, said
+    assert "add reader/batching threads" not in said
+
+
+def test_bench_passes_on_the_monitors_verdict_when_not_input_bound():
+    assert cli.bench_verdict(_Verdict(False), 100_000, 2.0, 1.0, 2, 2) == \
+        "not input-bound: the monitor's reason"

@@ -393,3 +393,33 @@ def test_uneven_shares_are_evened_across_a_two_process_gloo_job(tmp_path):
     assert short[3:] == short[:2]  # padded with its first batches
     assert sorted(v for b in ranks[1]["drop"]["labels"] for v in b) == \
         sorted(v for b in short[:3] for v in b)
+
+
+@pytest.mark.parametrize("files, world_size", [(4, 2), (1, 2)], ids=["whole files", "records"])
+def test_read_batch_features_reads_what_shard_files_returns(tmp_path, files, world_size):
+    """30.5: shard_files' result goes straight to read_batch_features (it was a raw TypeError;
+    `.files` was needed), and the ranks' shares read together every record once."""
+    paths = [str(tmp_path / f"part-{f}.tfrecord") for f in range(files)]
+    for f, path in enumerate(paths):
+        _write(path, [qp.train.make_example({"label": 100 * f + i}).SerializeToString()
+                      for i in range(10)])
+    got = collections.Counter()
+    for rank in range(world_size):
+        share = shard_files(paths, rank=rank, world_size=world_size)
+        with qp.Pipeline().as_default() as pipeline:
+            batches = qp.read_batch_features(share, 4, {"label": qp.io.FixedLenFeature(
+                [], qp.int64)}, num_epochs=1, randomize_input=False)
+            with qp.running(pipeline):
+                mine = [int(label) for batch in batches for label in batch["label"]]
+        assert len(mine) == 10 * files // world_size
+        got.update(mine)
+    assert got == collections.Counter(100 * f + i for f in range(files) for i in range(10))
+
+
+def test_read_batch_features_refuses_another_reader_for_a_record_share(tmp_path):
+    path = str(tmp_path / "one.tfrecord")
+    _write(path, [b"x"])
+    share = shard_files([path], rank=0, world_size=2)
+    with pytest.raises(qp.errors.InvalidArgumentError, match=r"share\.reader"):
+        qp.read_batch_features(share, 1, {"x": qp.io.VarLenFeature(qp.string)},
+                               reader=lambda: qp.TFRecordReader(), num_epochs=1)

@@ -151,3 +151,90 @@ def test_checking_an_index_costs_memory_of_the_order_of_its_size(tmp_path, last_
     assert result[0][0] is None and result[0][1]  # refused, and why
     # The entries take 16 bytes per 5-byte line; the check adds a bounded amount.
     assert peak < 10 * len(index), f"{peak / len(index):.0f} bytes per byte of index"
+
+
+# -- 31.7: convert finds duplicate columns in linear time -----------------------------------
+
+
+def test_many_csv_columns_cost_what_as_many_cells_in_rows_cost(tmp_path):
+    from queuepipe.convert import csv_column_types
+
+    columns = 30_000  # 8 s before (one list.count per column)
+    wide, long = tmp_path / "wide.csv", tmp_path / "long.csv"
+    wide.write_text(",".join(f"c{i:05d}" for i in range(columns)) + "\n" +
+                    ",".join("1" * 6 for _ in range(columns)) + "\n")
+    long.write_text("c00001,c00002,c00003\n" +
+                    "".join("111111,111111,111111\n" for _ in range(2 * columns // 3 - 1)))
+    assert abs(wide.stat().st_size - long.stat().st_size) < 100
+    ratio = best_time(lambda: csv_column_types(str(wide))) / \
+        best_time(lambda: csv_column_types(str(long)))
+    assert ratio < 5, f"{columns} columns took {ratio:.1f}x as long as as many cells in rows"
+
+
+def test_duplicate_columns_are_named_briefly(tmp_path):
+    from queuepipe.convert import csv_column_types
+    from queuepipe.errors import InvalidArgumentError
+
+    path = tmp_path / "dup.csv"
+    path.write_text(",".join(["x" * 500] * 2 + [f"d{i}" for i in range(100)] * 2) + "\n")
+    with pytest.raises(InvalidArgumentError, match=r"and 96 more appear more than once") as e:
+        csv_column_types(str(path))
+    assert len(str(e.value)) < 400
+
+
+# -- 31.9: convert reads an IDX header before inflating the data ---------------------------
+
+
+def gzip_stream(parts):
+    """A gzip file of the concatenated ``parts`` (each a bytes or a (byte, count) run),
+    compressed as it goes, so that a bomb is made without holding what it inflates to."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    out = []
+    for part in parts:
+        if isinstance(part, tuple):
+            byte, count = part
+            block = byte * (1 << 20)
+            for _ in range(count >> 20):
+                out.append(z.compress(block))
+        else:
+            out.append(z.compress(part))
+    out.append(z.flush())
+    return b"".join(out)
+
+
+def test_a_gzip_idx_bomb_is_refused_from_its_header(tmp_path):
+    from queuepipe.convert import read_idx
+    from queuepipe.errors import DataLossError
+
+    bomb = tmp_path / "bomb-labels-idx1-ubyte.gz"  # declares one label, inflates to 64 MiB
+    bomb.write_bytes(gzip_stream([b"\0\0\x08\x01" + struct.pack(">I", 1) + b"\x07",
+                                  (b"\0", 64 << 20)]))
+    benign = tmp_path / "benign-labels-idx1-ubyte.gz"  # of about the same size
+    labels = os.urandom(bomb.stat().st_size)
+    benign.write_bytes(gzip.compress(b"\0\0\x08\x01" + struct.pack(">I", len(labels)) + labels))
+    assert read_idx(str(benign)).tolist() == list(labels)
+
+    def refuse_bomb():
+        with pytest.raises(DataLossError, match=r"holds more than 1 data bytes after its header"):
+            read_idx(str(bomb))
+
+    ratio = peak_memory(refuse_bomb) / peak_memory(lambda: read_idx(str(benign)))
+    assert ratio < 3, f"the bomb took {ratio:.1f}x the memory of a benign file of its size"
+
+
+def test_an_idx_declaring_more_than_its_file_can_hold_is_refused_before_allocating(tmp_path):
+    from queuepipe.convert import read_idx
+    from queuepipe.errors import DataLossError
+
+    huge = b"\0\0\x08\x03" + struct.pack(">3I", 2**32 - 1, 2**32 - 1, 2**20)
+    for name, data in [("raw.idx", huge + b"\0" * 1000), ("packed.idx.gz", gzip.compress(huge))]:
+        (tmp_path / name).write_bytes(data)
+
+        def refuse():
+            with pytest.raises(DataLossError, match=r"dimensions \[4294967295, 4294967295, "
+                                                    r"1048576\] of 1-byte values need \d{25}"):
+                read_idx(str(tmp_path / name))
+
+        assert peak_memory(refuse) < 1 << 20
