@@ -83,6 +83,10 @@ _HOSTILE = {
     "floats not a multiple of 4": _example(_entry(b"q", fz.field(2, fz.field(1, b"\0" * 6)))),
     "empty list": _example(_entry(b"v", fz.field(3, b""))),
     "empty packed field": _example(_entry(b"v", fz.field(3, fz.field(1, b"")))),
+    # the first values of a ragged float feature in a call: copied with memcpy to a scratch
+    # that was not allocated yet (UBSan: null pointer passed to memcpy)
+    "empty float list": _example(_entry(b"f", fz.field(2, b""))),
+    "empty packed float field": _example(_entry(b"f", fz.field(2, fz.field(1, b"")))),
     "no list set": _example(_entry(b"i", b"")),
     "huge list": _example(_entry(b"v", fz.field(3, fz.field(1, b"\x01" * 100000)))),
     "key not UTF-8": _example(_entry(b"\xff\xfe", _INT64_LIST), _entry(b"i", _INT64_LIST)),

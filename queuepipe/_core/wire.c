@@ -77,14 +77,16 @@ read_field(const uint8_t **p, const uint8_t *end, uint64_t tag,
 
 /* --- Scratch ------------------------------------------------------------------------------ */
 
-/* Makes room for more_bytes more bytes in s. Returns 0 when it cannot. */
+/* Makes room for more_bytes more bytes in s, and allocates it even for none: a write of no
+ * bytes still takes s->data + s->len, which must not be NULL (memcpy's arguments, and
+ * pointer arithmetic, on NULL are undefined). Returns 0 when it cannot. */
 static int
 scratch_reserve(qp_scratch *s, size_t more_bytes)
 {
     size_t need;
     if (__builtin_add_overflow(s->len, more_bytes, &need))
         return 0;
-    if (need <= s->cap)
+    if (need <= s->cap && s->data != NULL)
         return 1;
     size_t cap = s->cap ? s->cap : 256;
     while (cap < need) {
