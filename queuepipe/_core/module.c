@@ -198,6 +198,13 @@ py_scan_frames(PyObject *self, PyObject *args)
                      max_records, base);
         goto done;
     }
+    /* Every offset returned is base + an index below end: all of them fit when this does. */
+    if (base > PY_SSIZE_T_MAX - end) {
+        PyErr_Format(PyExc_ValueError,
+                     "scan_frames: base (%zd) + end (%zd) passes 2**63 - 1, the largest offset",
+                     base, end);
+        goto done;
+    }
     /* A frame takes at least 16 bytes, so at most (end - pos) / 16 fit: the arrays are
      * bounded by the buffer, never by a length read from it. One more than fit lets the
      * scan go on to the frame after them and say why it stops there. */
