@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queuepipe as qp
+from queuepipe import _core
 from queuepipe.parsing import _walkers
 from queuepipe.protos import make_example
 
@@ -108,6 +109,21 @@ def test_both_walkers_agree_on_hostile_records(name, spec_index):
     plain = _HOSTILE["plain"]
     _assert_agree(spec_index, [record])
     _assert_agree(spec_index, [plain, record, plain])
+
+
+# -- walk_examples's own arguments ---------------------------------------------------------
+
+_RAGGED_V = ((b"v", 0, True, 1, False),)  # a VarLenFeature(int64) "v"
+
+
+def test_the_walk_refuses_counts_not_aligned_for_int64():
+    # counts are stored as int64_t: at an odd address that store was undefined (UBSan:
+    # store to misaligned address), whatever x86 made of it
+    counts = memoryview(bytearray(9))[1:]
+    with pytest.raises(ValueError, match=r"^walk_examples: counts starts at an address that "
+                                         r"is not a multiple of 8 \(int64\)$"):
+        _core.core.walk_examples([_HOSTILE["plain"]], _RAGGED_V, (None,), bytearray(1), counts,
+                                 bytearray(1))
 
 
 def test_the_corpus_replays_without_disagreement():

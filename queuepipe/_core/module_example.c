@@ -143,6 +143,12 @@ walk_examples(PyObject *module, PyObject *args)
         || writable(counts_arg, &counts, cells * sizeof(int64_t), "counts") < 0
         || writable(back_arg, &back, (size_t)n_records, "handed_back") < 0)
         goto done;
+    /* The walk stores counts as int64_t (every other output it writes byte by byte). */
+    if ((uintptr_t)counts.buf % sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "walk_examples: counts starts at an address that is "
+                        "not a multiple of 8 (int64)");
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n_features; i++) {
         qp_feature *f = &features[i];
         if (read_spec(PyTuple_GET_ITEM(spec, i), i, f) < 0)
