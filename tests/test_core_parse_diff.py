@@ -126,6 +126,16 @@ def test_the_walk_refuses_counts_not_aligned_for_int64():
                                  bytearray(1))
 
 
+def test_the_walk_sets_present_whatever_the_buffer_held():
+    # a record without the required "i": present must say so even where the caller's buffer
+    # held 1 (the walk read it as "already present" and took the record)
+    record = _example(_entry(b"v", _INT64_LIST))
+    present, back = bytearray(b"\x01\x01"), bytearray(2)
+    _core.core.walk_examples([record, _HOSTILE["plain"]], ((b"i", 0, False, 1, True),),
+                             (np.zeros(2, np.int64),), present, bytearray(16), back)
+    assert (list(back), list(present)) == ([1, 0], [0, 1])
+
+
 def test_the_corpus_replays_without_disagreement():
     names = sorted(os.listdir(CORPUS))
     assert names, f"{CORPUS} is empty"
