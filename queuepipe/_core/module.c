@@ -127,6 +127,9 @@ take_records(const uint8_t *buf, Py_ssize_t base, size_t n, const size_t *starts
     uint8_t **dest = PyMem_Malloc((n ? n : 1) * sizeof(uint8_t *));
     size_t total = 0;
     if (offsets == NULL || records == NULL || dest == NULL) {
+        if (dest == NULL) {
+            PyErr_NoMemory();
+        }
         goto error;
     }
     for (size_t i = 0; i < n; i++) {
