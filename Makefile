@@ -72,6 +72,7 @@ test: $(VENV)/.test $(VENV)/.core
 # the corpus and the differential fuzzer under it. LD_PRELOAD: the ASan runtime must come
 # before the interpreter's libraries; CPython's own allocations at exit are not leaks; and
 # PYTHONMALLOC=malloc, or an over-read of a small bytes object stays inside pymalloc's arenas.
+# pytest -s: a sanitizer report ends the process, and with pytest's capture it went unseen.
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer -g -O1
 SANITIZE_TESTS := tests/test_core.py tests/test_records.py tests/test_readers.py \
@@ -88,7 +89,7 @@ sanitize: $(VENV)/.test
 	--build-lib build/sanitize/lib
 	cd build && $(SANITIZE_ENV) $(abspath $(PY)) -c 'import queuepipe._qpcore as c; \
 	assert "/build/sanitize/lib/" in c.__file__, c.__file__'
-	$(SANITIZE_ENV) $(VENV)/bin/pytest -q -p no:cacheprovider $(SANITIZE_TESTS); rc=$$?; \
+	$(SANITIZE_ENV) $(VENV)/bin/pytest -q -s -p no:cacheprovider $(SANITIZE_TESTS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the setup is broken" >&2; fi; \
 	[ $$rc -eq 0 ] || exit $$rc
 	$(SANITIZE_ENV) $(PY) fuzz/fuzz_records.py --differential 5000

@@ -118,6 +118,17 @@ def test_scan_refuses_a_negative_count(core):
         core.scan_frames(bytes(10), 0, 10, -1, 0)
 
 
+def test_scan_refuses_a_base_whose_offsets_would_overflow(core):
+    # base + pos + a frame's start is a signed sum: past 2**63 - 1 it was undefined (UBSan:
+    # signed integer overflow) and gave negative offsets
+    buffer = b"j" + _frames._frame(b"abc")
+    with pytest.raises(ValueError, match=r"^scan_frames: base \(9223372036854775807\) \+ end "
+                                         r"\(20\) passes 2\*\*63 - 1, the largest offset$"):
+        core.scan_frames(buffer, 1, len(buffer), 1, 2**63 - 1)
+    assert core.scan_frames(buffer, 1, len(buffer), 1, 2**63 - 21) == (
+        [2**63 - 20], [b"abc"], 20, OK)
+
+
 # -- the core reads what the pure path reads ----------------------------------------------
 
 

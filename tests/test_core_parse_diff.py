@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queuepipe as qp
+from queuepipe import _core
 from queuepipe.parsing import _walkers
 from queuepipe.protos import make_example
 
@@ -83,6 +84,10 @@ _HOSTILE = {
     "floats not a multiple of 4": _example(_entry(b"q", fz.field(2, fz.field(1, b"\0" * 6)))),
     "empty list": _example(_entry(b"v", fz.field(3, b""))),
     "empty packed field": _example(_entry(b"v", fz.field(3, fz.field(1, b"")))),
+    # the first values of a ragged float feature in a call: copied with memcpy to a scratch
+    # that was not allocated yet (UBSan: null pointer passed to memcpy)
+    "empty float list": _example(_entry(b"f", fz.field(2, b""))),
+    "empty packed float field": _example(_entry(b"f", fz.field(2, fz.field(1, b"")))),
     "no list set": _example(_entry(b"i", b"")),
     "huge list": _example(_entry(b"v", fz.field(3, fz.field(1, b"\x01" * 100000)))),
     "key not UTF-8": _example(_entry(b"\xff\xfe", _INT64_LIST), _entry(b"i", _INT64_LIST)),
@@ -104,6 +109,31 @@ def test_both_walkers_agree_on_hostile_records(name, spec_index):
     plain = _HOSTILE["plain"]
     _assert_agree(spec_index, [record])
     _assert_agree(spec_index, [plain, record, plain])
+
+
+# -- walk_examples's own arguments ---------------------------------------------------------
+
+_RAGGED_V = ((b"v", 0, True, 1, False),)  # a VarLenFeature(int64) "v"
+
+
+def test_the_walk_refuses_counts_not_aligned_for_int64():
+    # counts are stored as int64_t: at an odd address that store was undefined (UBSan:
+    # store to misaligned address), whatever x86 made of it
+    counts = memoryview(bytearray(9))[1:]
+    with pytest.raises(ValueError, match=r"^walk_examples: counts starts at an address that "
+                                         r"is not a multiple of 8 \(int64\)$"):
+        _core.core.walk_examples([_HOSTILE["plain"]], _RAGGED_V, (None,), bytearray(1), counts,
+                                 bytearray(1))
+
+
+def test_the_walk_sets_present_whatever_the_buffer_held():
+    # a record without the required "i": present must say so even where the caller's buffer
+    # held 1 (the walk read it as "already present" and took the record)
+    record = _example(_entry(b"v", _INT64_LIST))
+    present, back = bytearray(b"\x01\x01"), bytearray(2)
+    _core.core.walk_examples([record, _HOSTILE["plain"]], ((b"i", 0, False, 1, True),),
+                             (np.zeros(2, np.int64),), present, bytearray(16), back)
+    assert (list(back), list(present)) == ([1, 0], [0, 1])
 
 
 def test_the_corpus_replays_without_disagreement():

@@ -127,6 +127,9 @@ take_records(const uint8_t *buf, Py_ssize_t base, size_t n, const size_t *starts
     uint8_t **dest = PyMem_Malloc((n ? n : 1) * sizeof(uint8_t *));
     size_t total = 0;
     if (offsets == NULL || records == NULL || dest == NULL) {
+        if (dest == NULL) {
+            PyErr_NoMemory();
+        }
         goto error;
     }
     for (size_t i = 0; i < n; i++) {
@@ -196,6 +199,13 @@ py_scan_frames(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError,
                      "scan_frames: max_records (%zd) and base (%zd) must be >= 0",
                      max_records, base);
+        goto done;
+    }
+    /* Every offset returned is base + an index below end: all of them fit when this does. */
+    if (base > PY_SSIZE_T_MAX - end) {
+        PyErr_Format(PyExc_ValueError,
+                     "scan_frames: base (%zd) + end (%zd) passes 2**63 - 1, the largest offset",
+                     base, end);
         goto done;
     }
     /* A frame takes at least 16 bytes, so at most (end - pos) / 16 fit: the arrays are

@@ -138,11 +138,23 @@ walk_examples(PyObject *module, PyObject *args)
         spans[i].data = (const uint8_t *)PyBytes_AS_STRING(record);
         spans[i].len = (size_t)PyBytes_GET_SIZE(record);
     }
-    size_t cells = (size_t)n_features * (size_t)n_records;
+    size_t cells, count_bytes;
+    if (__builtin_mul_overflow((size_t)n_features, (size_t)n_records, &cells)
+        || __builtin_mul_overflow(cells, sizeof(int64_t), &count_bytes)) {
+        PyErr_Format(PyExc_OverflowError, "walk_examples: %zd features x %zd records is too "
+                     "many cells", n_features, n_records);
+        goto done;
+    }
     if (writable(present_arg, &present, cells, "present") < 0
-        || writable(counts_arg, &counts, cells * sizeof(int64_t), "counts") < 0
+        || writable(counts_arg, &counts, count_bytes, "counts") < 0
         || writable(back_arg, &back, (size_t)n_records, "handed_back") < 0)
         goto done;
+    /* The walk stores counts as int64_t (every other output it writes byte by byte). */
+    if ((uintptr_t)counts.buf % sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "walk_examples: counts starts at an address that is "
+                        "not a multiple of 8 (int64)");
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n_features; i++) {
         qp_feature *f = &features[i];
         if (read_spec(PyTuple_GET_ITEM(spec, i), i, f) < 0)

@@ -433,6 +433,9 @@ qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
         if (!outputs_fit(&features[i], n_records))
             return QP_WALK_BAD_ARGUMENT;
         features[i].seen_in = 0;
+        /* walk_record reads present[row] back: it holds only what this walk wrote. */
+        if (n_records > 0)
+            memset(features[i].present, 0, n_records);
     }
     key_table table;
     if (!table_build(&table, features, n_features))
