@@ -306,7 +306,10 @@ def pipeline_compat(qp, files, epochs, threads, workload, options):
     _, serialized = reader.read(filename_queue)
     parsed = tf.parse_single_example(serialized, _specs(qp, workload))
     if workload == "mnist":
-        parsed = {"image": tf.decode_raw(parsed["image"], tf.uint8), "label": parsed["label"]}
+        # As TF1 code does (and the peers' tf1queue): decode_raw's length is unknown to the
+        # graph, and shuffle_batch wants every shape fully defined.
+        parsed = {"image": tf.reshape(tf.decode_raw(parsed["image"], tf.uint8), [784]),
+                  "label": parsed["label"]}
     batch = tf.train.shuffle_batch(parsed, batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
                                    min_after_dequeue=BUFFER, num_threads=threads, seed=SEED,
                                    allow_smaller_final_batch=True)
