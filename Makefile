@@ -5,7 +5,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test docs chromium core sanitize fuzz-frames
+.PHONY: demo test docs chromium core sanitize
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -81,14 +81,3 @@ sanitize: $(VENV)/.test
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: the setup is broken" >&2; fi; \
 	[ $$rc -eq 0 ] || exit $$rc
 	$(SANITIZE_ENV) $(PY) fuzz/fuzz_records.py --differential 5000
-
-# The frame scanner alone, in C, under libFuzzer with ASan and UBSan (needs clang), for
-# FUZZ_SECONDS, starting from the regression corpus (new finds go to build/fuzz-frames/).
-FUZZ_SECONDS := 60
-fuzz-frames:
-	mkdir -p build/fuzz-frames/corpus
-	clang -g -O1 -std=c99 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=undefined -Iqueuepipe/_core fuzz/frames_fuzzer.c \
-	queuepipe/_core/frames.c queuepipe/_core/crc32c.c -o build/fuzz-frames/fuzzer
-	build/fuzz-frames/fuzzer -max_total_time=$(FUZZ_SECONDS) \
-	-artifact_prefix=build/fuzz-frames/ build/fuzz-frames/corpus tests/corpus/frames
