@@ -8,6 +8,7 @@ skipped, except under ``QUEUEPIPE_REQUIRE_CORE=1``, where they fail.
 """
 
 import glob
+import gzip
 import os
 import random
 import struct
@@ -156,6 +157,19 @@ def test_corpus_inputs_read_alike(core, path, policy):
         data = f.read()
     for batch_size in (1, 7, 1000):
         fuzz_records.check_core_agrees(data, policy, batch_size)
+
+
+@given(st.randoms(use_true_random=False), st.sampled_from(["raise", "skip"]), st.booleans())
+@settings(max_examples=100)
+def test_core_and_pure_path_read_compressed_hostile_buffers_alike(rng, policy, cut):
+    # Offsets count bytes of the inflated stream; a stream cut short is its own damage.
+    if fuzz_records.core_module() is None:
+        pytest.skip("the compiled core is not built here")
+    data = gzip.compress(fuzz_records.hostile_frames(rng), mtime=0)
+    if cut:
+        data = data[:rng.randrange(len(data))]
+    core_result, pure_result = fuzz_records.scan_both(data, policy, 7, "GZIP")
+    assert core_result == pure_result
 
 
 def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch):
