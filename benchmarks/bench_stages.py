@@ -9,7 +9,10 @@ chunks of 512 (``TFRecordReader.read_up_to``), each chunk parsed by one ``parse_
 with ``bench.py``'s features, and the parsed chunks put through a RandomShuffleQueue of
 ``bench.py``'s sizes (``enqueue_many`` of each chunk, ``dequeue_many`` of a batch while the
 queue holds more than its minimum). Printed: CPU time per record of each stage, the least
-of ``--repeat`` rounds (the host's slow spells only ever add).
+of ``--repeat`` rounds (the host's slow spells only ever add), and where the compiled core
+parses, the part of the parse spent in its ``walk_examples`` call, whose walk runs without
+the GIL (a bound on what a second thread can run in parallel: the call also makes the string
+values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for the pure path.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=bench.default_data(),
                     help="bench.py's workload folder (written when missing)")
-    ap.add_argument("--workload", default="tokens", choices=("mnist", "float", "tokens"))
+    ap.add_argument("--workload", default="tokens", choices=("mnist", "float", "tokens", "wide"))
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     import queuepipe as qp
@@ -81,15 +84,17 @@ def main(argv=None) -> int:
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
                    if f.endswith(".tfrecord"))[:2]
     specs = bench._specs(qp, args.workload)
-    read, parse, put, take = [], [], [], []
+    walk_seconds = _time_the_walk()
+    read, parse, put, take, walk = [], [], [], [], []
     for _ in range(args.repeat):
         start = time.process_time()
         chunks = read_chunks(qp, files)
         read.append(time.process_time() - start)
         records = sum(map(len, chunks))
-        start = time.process_time()
+        start, walked = time.process_time(), walk_seconds[0]
         parsed = [qp.io.parse_example(chunk, specs) for chunk in chunks]
         parse.append(time.process_time() - start)
+        walk.append(walk_seconds[0] - walked)
         seconds_in, seconds_out, taken = through_queue(qp, parsed)
         put.append(seconds_in)
         take.append(seconds_out / max(taken, 1) * records)
@@ -98,8 +103,36 @@ def main(argv=None) -> int:
                                ("dequeue_many", take))}
     print(f"{args.workload}: {records} records, CPU per record (least of {args.repeat}): "
           + ", ".join(f"{name} {us:.2f} us" for name, us in per.items())
-          + f"; total {sum(per.values()):.2f} us")
+          + f"; total {sum(per.values()):.2f} us"
+          + (f"; of the parse, in the core's walk_examples "
+             f"{min(walk) / records * 1e6:.2f} us" if walk_seconds[1] else ""))
     return 0
+
+
+def _time_the_walk() -> list:
+    """``[seconds, on]``: the thread CPU time spent in the compiled walk (``walk_examples``)
+    from now on, added up, and whether the core is loaded to be timed."""
+    from queuepipe import _core
+
+    total = [0.0, _core.core is not None]
+    if _core.core is None:
+        return total
+    module, walk = _core.core, _core.core.walk_examples
+
+    class Timed:
+        def __getattr__(self, name):
+            return getattr(module, name)
+
+        @staticmethod
+        def walk_examples(*args):
+            start = time.thread_time()
+            try:
+                return walk(*args)
+            finally:
+                total[0] += time.thread_time() - start
+
+    _core.core = Timed()
+    return total
 
 
 if __name__ == "__main__":

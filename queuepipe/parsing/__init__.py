@@ -16,7 +16,9 @@ Usage::
     batch = qp.parse_example(records, spec, example_names=keys)
     images = qp.decode_raw(batch["image"], qp.uint8)  # [128, 784]
 
-``parse_example`` is the bulk path. Records in a batch usually share one layout: the same
+``parse_example`` is the bulk path. Where the compiled core is loaded, it walks the whole
+batch in C in one call, without the GIL (see :mod:`._walkers`); the pure path is this:
+records in a batch usually share one layout: the same
 features with values of the same sizes. It groups records by length, walks one of them (the
 template) to find where each value lies, checks with NumPy that every other record's bytes
 outside the values equal the template's, and decodes the values of the whole group at once
@@ -27,9 +29,10 @@ path, so they are the same whichever path saw the record first.
 ``decode_raw`` and ``decode_csv`` turn the parsed bytes into numbers.
 
 The modules, in the order a record meets them: :mod:`._specs` (the feature specs),
-:mod:`._example` (``parse_example``, ``parse_single_example``), :mod:`._bulk` (the layout and
-ragged paths), :mod:`._single` (one record without protobuf), :mod:`._record` (the per-record
-parser, which raises every error), :mod:`._sinks` (the outputs), :mod:`._sequence`
+:mod:`._example` (``parse_example``, ``parse_single_example``), :mod:`._walkers` (the walk
+of a batch or of one record: the compiled core's, or the pure one), :mod:`._bulk` (the layout
+and ragged paths), :mod:`._single` (one record without protobuf), :mod:`._record` (the
+per-record parser, which raises every error), :mod:`._sinks` (the outputs), :mod:`._sequence`
 (SequenceExamples), :mod:`._raw` (``decode_raw``) and :mod:`._csv` (``decode_csv``).
 """
 

@@ -51,6 +51,11 @@ def core_available() -> bool:
     return _core.core is not None and hasattr(_core.core, "walk_examples")
 
 
+def _compiled() -> Any:
+    """The compiled core (the core walkers run only where :func:`core_available`)."""
+    return _core.core
+
+
 def _core_spec(features) -> tuple:
     """The features as ``walk_examples`` takes them, kept on the features list when it can
     hold it (a parse_example spec's normalized features are cached and reused)."""
@@ -74,8 +79,8 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
     present = np.zeros((len(features), n), dtype=np.uint8)
     counts = np.zeros((len(features), n), dtype=np.int64)
     handed_back = np.zeros(n, dtype=np.uint8)
-    results = _core.core.walk_examples(records, _core_spec(features), outs, present, counts,
-                                       handed_back)
+    results = _compiled().walk_examples(records, _core_spec(features), outs, present, counts,
+                                        handed_back)
     taken = handed_back == 0
     everyone = bool(taken.all())
     rows = np.arange(n) if everyone else np.flatnonzero(taken)
@@ -123,11 +128,12 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
                  for feature in features)
     present = bytearray(len(features))
     handed_back = bytearray(1)
-    results = _core.core.walk_examples((record,), _core_spec(features), outs, present,
-                                       bytearray(8 * len(features)), handed_back)
+    results = _compiled().walk_examples((record,), _core_spec(features), outs, present,
+                                        bytearray(8 * len(features)), handed_back)
     if handed_back[0]:
         return None
     out = {}
+    values: Any
     for feature, values, result, held in zip(features, outs, results, present):
         if feature.dtype == _dtypes.string:
             values = np.empty(len(result), dtype=object)
