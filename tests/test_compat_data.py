@@ -2,6 +2,9 @@
 show: the seeded shuffle, the threads that run the per-element graph, and that every one of
 them is stopped when the session closes or the iterator starts again."""
 
+import os
+import subprocess
+import sys
 import threading
 from collections import Counter
 
@@ -136,3 +139,16 @@ def test_an_iterator_runs_again_in_a_second_session_of_its_graph():
                 assert [int(sess.run(element)) for _ in range(4)] == [0, 1, 2, 0]
             assert set(threading.enumerate()) - before == set()
         assert graph._closers == []  # each close forgot what it stopped
+
+
+def test_a_script_that_never_closes_its_session_still_exits():
+    script = ("import queuepipe.compat.v1 as tf\n"
+              "ds = tf.data.Dataset.range(10).repeat().map(lambda x: x + 1,"
+              " num_parallel_calls=2)\n"
+              "sess = tf.Session()\n"
+              "print(sess.run(ds.make_one_shot_iterator().get_next()))\n")
+    checkout = os.path.abspath(os.path.join(os.path.dirname(tf.__file__), "..", "..", ".."))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([checkout] + sys.path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=50, env=env)
+    assert done.returncode == 0 and done.stdout == "1\n", done.stderr[-2000:]

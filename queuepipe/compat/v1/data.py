@@ -545,8 +545,11 @@ def _parallel_map(function: _ElementFunction, upstream: Iterates[Any],
         done.enqueue((number,))
 
     coord = Coordinator()
-    threads = runner.QueueRunner(todo, [feed]).create_threads(coord, start=True)
-    threads += runner.QueueRunner(done, [work] * workers).create_threads(coord, start=True)
+    # Daemon threads as TF1's start_queue_runners makes them: a backstop for a script that
+    # ends without closing its session (the plan is the stop below, and the session's close).
+    threads = runner.QueueRunner(todo, [feed]).create_threads(coord, daemon=True, start=True)
+    threads += runner.QueueRunner(done, [work] * workers).create_threads(coord, daemon=True,
+                                                                         start=True)
     ready: Set[int] = set()
     turn = 0
     try:
@@ -735,7 +738,7 @@ class Iterator:
                 self._registered = True
             self._coord = Coordinator()
             self._threads = runner.QueueRunner(queue, [enqueue_next]).create_threads(
-                self._coord, start=True)
+                self._coord, daemon=True, start=True)  # daemon: as in _parallel_map
             self._queue, self._source, self._values = queue, source, values
 
     def _stop(self) -> None:
