@@ -317,17 +317,19 @@ class ReadPlan:
         """
         count = where[-1]
         files, offsets, lengths = self._located(where)
+        # Read and checked in file and offset order (kind to the page cache), put back in the
+        # chunk's order at the end.
         visit = np.lexsort((offsets, files))
-        frames: List[Any] = [None] * count
-        bounds = np.flatnonzero(np.diff(files[visit])) + 1
-        for run in np.split(visit, bounds) if count else []:
-            with self._open_files.using(int(files[run[0]])) as fd:
-                for i in run.tolist():
-                    frames[i] = os.pread(fd, int(lengths[i]), int(offsets[i]))
-        file_list, offset_list = files.tolist(), offsets.tolist()
+        files, offsets, lengths = files[visit], offsets[visit], lengths[visit]
+        frames: List[bytes] = []
+        bounds = [0, *(np.flatnonzero(np.diff(files)) + 1).tolist(), count]
+        for start, end in zip(bounds[:-1], bounds[1:]) if count else []:  # one file each
+            with self._open_files.using(int(files[start])) as fd:
+                frames += map(os.pread, itertools.repeat(fd, end - start),
+                              lengths[start:end].tolist(), offsets[start:end].tolist())
 
         def where_is(i: int) -> Tuple[str, int]:
-            return self._files[file_list[i]], offset_list[i]
+            return self._files[int(files[i])], int(offsets[i])
 
         try:
             values, kept = unframe_many(frames, lengths, where_is), np.arange(count)
@@ -336,8 +338,10 @@ class ReadPlan:
             if not isinstance(reader, TFRecordReader) or reader._corrupt_records != "skip":
                 raise
             values, kept = self._skip_damaged(reader, frames, lengths, where_is)
-        keys = self._keys(files[kept], offsets[kept]) if self._keyed else None
-        return values, keys, kept
+        places = visit[kept]  # in the chunk
+        order = np.argsort(places)
+        keys = self._keys(files[kept][order], offsets[kept][order]) if self._keyed else None
+        return values[order], keys, places[order]
 
     def _skip_damaged(self, reader: TFRecordReader, frames: List[bytes], lengths: np.ndarray,
                       where_is: Callable[[int], Tuple[str, int]]) -> Tuple[np.ndarray,
