@@ -225,8 +225,9 @@ def _weights(size_in: int, size_out: int, method: str, half_pixel: bool, align_c
 
 def _bilinear(images: np.ndarray, size: Tuple[int, int], half_pixel: bool,
               align_corners: bool) -> np.ndarray:
-    """TF's ``resize_bilinear``, its float32 arithmetic included: interpolate along x on the
-    two rows, then between them along y."""
+    """TF's ``resize_bilinear``, its float32 arithmetic included (the same operations on
+    the same values, so the same bits): interpolate along x on the two rows, then between
+    them along y."""
     def axis(size_in: int, size_out: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         at = _source(size_in, size_out, half_pixel, align_corners)
         floor = np.floor(at)
@@ -234,21 +235,31 @@ def _bilinear(images: np.ndarray, size: Tuple[int, int], half_pixel: bool,
         upper = np.minimum(np.ceil(at), size_in - 1).astype(np.intp)
         return lower, upper, (at - floor).astype(np.float32)
 
-    top, bottom, y_lerp = axis(images.shape[1], size[0])
-    left, right, x_lerp = axis(images.shape[2], size[1])
-    x_lerp = x_lerp[None, None, :, None]
+    n, height, width, channels = images.shape
+    top, bottom, y_lerp = axis(height, size[0])
+    left, right, x_lerp = axis(width, size[1])
+    # Rows flattened to [width * channels]: the gathers and the arithmetic then run along
+    # long contiguous rows (a broadcast over a last axis of 3 channels runs 2x slower).
+    flat = images.reshape(n, height, width * channels)
+    left = (left[:, None] * channels + np.arange(channels)).ravel()
+    right = (right[:, None] * channels + np.arange(channels)).ravel()
+    x_lerp = np.repeat(x_lerp, channels)
 
-    def corners(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        # gathered in the images' dtype (uint8 is a quarter of float32's bytes), then cast
-        picked = np.take(images, rows, axis=1)
-        return (np.take(picked, left, axis=2).astype(np.float32),
-                np.take(picked, right, axis=2).astype(np.float32))
+    def interpolated(rows: np.ndarray) -> np.ndarray:
+        """``left + (right - left) * x_lerp`` along the rows picked, in place."""
+        picked = np.take(flat, rows, axis=1)  # in the images' dtype: uint8 is 4x smaller
+        near = np.take(picked, left, axis=2).astype(np.float32)
+        far = np.take(picked, right, axis=2).astype(np.float32)
+        far -= near
+        far *= x_lerp
+        far += near
+        return far
 
-    top_left, top_right = corners(top)
-    upper = top_left + (top_right - top_left) * x_lerp
-    bottom_left, bottom_right = corners(bottom)
-    lower = bottom_left + (bottom_right - bottom_left) * x_lerp
-    return upper + (lower - upper) * y_lerp[None, :, None, None]
+    upper, lower = interpolated(top), interpolated(bottom)
+    lower -= upper
+    lower *= y_lerp[None, :, None]
+    lower += upper
+    return lower.reshape(n, size[0], size[1], channels)
 
 
 def resample(images: Any, size: Sequence[int], method: str = "bilinear", *,
