@@ -505,7 +505,7 @@ def _builtin_bench(records: int, batch_size: int) -> None:
           f"({_BUILTIN_EPOCHS} epochs, batches of {batch_size}, {read_secs:.2f} s)")
     print(monitor.table())
     print(_bench_verdict(monitor.input_bound(), seen, read_secs, cpu_secs,
-                        _BENCH_THREADS, os.cpu_count() or 1))
+                         _BENCH_THREADS, os.cpu_count() or 1))
 
 
 def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any],
@@ -532,7 +532,7 @@ def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any],
 
 
 def _bench_verdict(verdict, records: int, seconds: float, cpu_seconds: float, threads: int,
-                  cpus: int) -> str:
+                   cpus: int) -> str:
     """What bench concludes from a read of ``records`` in ``seconds`` (``cpu_seconds`` of CPU,
     ``threads`` enqueue threads on ``cpus`` CPUs) and the monitor's ``verdict``.
 
@@ -607,7 +607,7 @@ def _bench_files(patterns: Sequence[str], features_file: Optional[str],
           f"({seen} records in {len(paths)} file(s), batches of {batch_size}, {secs:.2f} s)")
     print(monitor.table())
     print(_bench_verdict(monitor.input_bound(), seen, secs, cpu_secs, _BENCH_THREADS,
-                        os.cpu_count() or 1))
+                         os.cpu_count() or 1))
 
 
 def _cmd_bench(args) -> int:
