@@ -506,8 +506,8 @@ def _builtin_bench(records: int, batch_size: int) -> None:
     print(f"read_batch_features: {seen / read_secs:12,.0f} records/s "
           f"({_BUILTIN_EPOCHS} epochs, batches of {batch_size}, {read_secs:.2f} s)")
     print(monitor.table())
-    print(bench_verdict(monitor.input_bound(), seen, read_secs, cpu_secs,
-                        _BENCH_THREADS, os.cpu_count() or 1))
+    print(_bench_verdict(monitor.input_bound(), seen, read_secs, cpu_secs,
+                         _BENCH_THREADS, os.cpu_count() or 1))
 
 
 def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any],
@@ -533,8 +533,8 @@ def _read_once(paths: Sequence[str], batch_size: int, features: Dict[str, Any],
     return seen, time.perf_counter() - start, time.process_time() - cpu_start, monitor
 
 
-def bench_verdict(verdict, records: int, seconds: float, cpu_seconds: float, threads: int,
-                  cpus: int) -> str:
+def _bench_verdict(verdict, records: int, seconds: float, cpu_seconds: float, threads: int,
+                   cpus: int) -> str:
     """What bench concludes from a read of ``records`` in ``seconds`` (``cpu_seconds`` of CPU,
     ``threads`` enqueue threads on ``cpus`` CPUs) and the monitor's ``verdict``.
 
@@ -608,8 +608,8 @@ def _bench_files(patterns: Sequence[str], features_file: Optional[str],
     print(f"read_batch_features: {seen / secs:12,.0f} records/s, {size / secs / 1e6:,.1f} MB/s "
           f"({seen} records in {len(paths)} file(s), batches of {batch_size}, {secs:.2f} s)")
     print(monitor.table())
-    print(bench_verdict(monitor.input_bound(), seen, secs, cpu_secs, _BENCH_THREADS,
-                        os.cpu_count() or 1))
+    print(_bench_verdict(monitor.input_bound(), seen, secs, cpu_secs, _BENCH_THREADS,
+                         os.cpu_count() or 1))
 
 
 def _cmd_bench(args) -> int:

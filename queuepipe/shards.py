@@ -124,8 +124,8 @@ def _write_shard(path: str, part: Any, first: int, step: int, options: TFRecordO
 
 def _new_file_mode() -> int:
     """The mode ``open()`` gives a new file: 0o666 less the umask (0o644 with the usual
-    0o022), as TensorFlow's writer gives its files; read where the kernel shows it, so that
-    the process's umask is never changed, even for an instant."""
+    0o022), as TensorFlow's writer gives its files. Read where the kernel shows it (Linux), so
+    that the process's umask is not changed; elsewhere set and put back at once."""
     with contextlib.suppress(OSError, ValueError, IndexError):
         with open("/proc/self/status", encoding="ascii", errors="replace") as f:
             for line in f:
@@ -246,6 +246,9 @@ def write_shards(records: Union[Iterable[Any], Mapping[str, Sequence[Any]]],
       index: also write ``<shard>.index`` beside each shard. Needs uncompressed shards: an
         index holds byte offsets into the file, and a compressed stream cannot be entered at
         an offset.
+
+    Shards and indexes get the mode a new file gets from the umask (0o644 with the usual
+    one), as ``TFRecordWriter``'s files do.
 
     Returns:
       The shard paths, in shard order.

@@ -668,7 +668,7 @@ class _Verdict:
 @pytest.mark.parametrize("records, seconds", [(300, 5.0), (50_000, 0.2)])
 def test_bench_gives_no_verdict_from_too_little_data(records, seconds):
     """30.5: it judged from 0.0 s of data."""
-    said = cli.bench_verdict(_Verdict(True), records, seconds, seconds, 2, 8)
+    said = cli._bench_verdict(_Verdict(True), records, seconds, seconds, 2, 8)
     assert said.startswith(f"no verdict: {records} records in {seconds:.2f} s are too few")
     assert "thread" not in said
 
@@ -680,12 +680,12 @@ def test_bench_gives_no_verdict_from_too_little_data(records, seconds):
 ])
 def test_bench_advises_threads_only_where_they_can_help(cpu_seconds, cpus, advice):
     """30.5: it said "add threads" whatever the CPUs did."""
-    said = cli.bench_verdict(_Verdict(True), 100_000, 2.0, cpu_seconds, 2, cpus)
+    said = cli._bench_verdict(_Verdict(True), 100_000, 2.0, cpu_seconds, 2, cpus)
     assert said.startswith("input-bound, as bench always is (it has no training step")
     assert advice in said, said
     assert "add reader/batching threads" not in said
 
 
 def test_bench_passes_on_the_monitors_verdict_when_not_input_bound():
-    assert cli.bench_verdict(_Verdict(False), 100_000, 2.0, 1.0, 2, 2) == \
+    assert cli._bench_verdict(_Verdict(False), 100_000, 2.0, 1.0, 2, 2) == \
         "not input-bound: the monitor's reason"
