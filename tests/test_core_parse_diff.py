@@ -107,7 +107,7 @@ def test_both_walkers_agree_on_hostile_records(name, spec_index):
 
 
 def test_the_corpus_replays_without_disagreement():
-    names = sorted(os.listdir(CORPUS))
+    names = sorted(name for name in os.listdir(CORPUS) if not name.endswith(".md"))
     assert names, f"{CORPUS} is empty"
     for name in names:
         spec_index, records = fz.load(os.path.join(CORPUS, name))
