@@ -137,7 +137,7 @@ def test_the_walk_sets_present_whatever_the_buffer_held():
 
 
 def test_the_corpus_replays_without_disagreement():
-    names = sorted(os.listdir(CORPUS))
+    names = sorted(name for name in os.listdir(CORPUS) if not name.endswith(".md"))
     assert names, f"{CORPUS} is empty"
     for name in names:
         spec_index, records = fz.load(os.path.join(CORPUS, name))

@@ -8,11 +8,12 @@
  * to per-feature scratch, record after record.
  *
  * It takes only the plain encoding of a record that parses cleanly with the spec. Anything
- * else -- an unknown field, a list in several chunks or unpacked, a requested key twice, an
- * empty Feature, another list type than the spec's, a wrong count, a required feature
- * absent, malformed bytes -- marks the record "handed back": none of its values are kept, and
- * the caller's pure path decides that record's values or its error. So the walk never has to
- * reproduce an error message, and both paths agree on every input.
+ * else -- an unknown field, a list in several chunks or unpacked, a requested key twice,
+ * another list type than the spec's, a wrong count, a required feature absent, malformed
+ * bytes -- marks the record "handed back": none of its values are kept, and the caller's pure
+ * path decides that record's values or its error. So the walk never has to reproduce an
+ * error message, and both paths agree on every input. A Feature with no list set counts as
+ * absent, as TF skips it.
  */
 #ifndef QUEUEPIPE_WIRE_H
 #define QUEUEPIPE_WIRE_H
