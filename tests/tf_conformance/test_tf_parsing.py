@@ -169,6 +169,13 @@ def test_serialized_containing_sparse_feature():
                                                                   [13])})
     assert_outputs(out, {"sp": ([[0, 5], [0, 10], [3, 0], [3, 3], [3, 9]],
                                 np.array([3.0, 4.0, 1.0, -1.0, 2.0], np.float32), [4, 13])})
+    # A batch of 64 (the bulk paths), each row as TF gives it in the batch of 4.
+    out = qp.io.parse_example(records * 16, {"sp": qp.io.SparseFeature(["idx"], "val",
+                                                                       qp.float32, [13])})
+    rows = np.array([[0, 5], [0, 10], [3, 0], [3, 3], [3, 9]])
+    assert_outputs(out, {"sp": (np.concatenate([rows + [4 * i, 0] for i in range(16)]),
+                                np.tile(np.array([3.0, 4.0, 1.0, -1.0, 2.0], np.float32), 16),
+                                [64, 13])})
 
 
 def test_serialized_containing_sparse_feature_reuse():
