@@ -143,6 +143,9 @@ math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "exp", "log", "equal", "not_equal", "greater", "less", "argmax", "argmin", "reduce_sum",
     "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "round", "floor", "logical_and",
     "logical_or", "logical_not")})
+strings = _Namespace("tf.strings", {
+    "split": ops.strings_split, "length": ops.string_length, "join": ops.string_join,
+    "to_number": ops.string_to_number})
 globals()["sparse"] = sparse_ns
 del sparse_ns
 for _name in scopes.__all__:
