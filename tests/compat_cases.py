@@ -99,6 +99,12 @@ def case_limit_epochs_batched_with_enqueue_many(tf, d):
     return {"static": counted.shape.as_list(), "runs": [batched, batched, batched]}
 
 
+def case_limit_epochs_and_from_tensors_of_python_values(tf, d):
+    counted = tf.train.limit_epochs([1, 2], 1)
+    one = tf.data.Dataset.from_tensors(([1.5, 2.5], 3)).make_one_shot_iterator().get_next()
+    return {"runs": [counted, counted, one, one]}
+
+
 def case_limit_epochs_of_a_scalar(tf, d):
     counted = tf.train.limit_epochs(tf.constant(5), 2)
     return {"runs": [counted, counted, counted]}
