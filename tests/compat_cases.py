@@ -99,6 +99,12 @@ def case_limit_epochs_batched_with_enqueue_many(tf, d):
     return {"static": counted.shape.as_list(), "runs": [batched, batched, batched]}
 
 
+def case_limit_epochs_and_from_tensors_of_python_values(tf, d):
+    counted = tf.train.limit_epochs([1, 2], 1)
+    one = tf.data.Dataset.from_tensors(([1.5, 2.5], 3)).make_one_shot_iterator().get_next()
+    return {"runs": [counted, counted, one, one]}
+
+
 def case_limit_epochs_of_a_scalar(tf, d):
     counted = tf.train.limit_epochs(tf.constant(5), 2)
     return {"runs": [counted, counted, counted]}
@@ -258,6 +264,24 @@ def case_small_ops_between_read_and_batch(tf, d):
                      tf.zeros_like(m, tf.float32)],
             "static": [tf.zeros([2, 3]).shape.as_list(), tf.range(5).dtype.name,
                        tf.tile(m, [2, 1]).shape.as_list(), tf.pad(m, [[1, 0], [0, 2]]).shape.as_list()]}
+
+
+def case_strings_split_joined_and_measured(tf, d):
+    lines = tf.constant(["a b  c", "", "d"])
+    return {"runs": [tf.string_split(lines), tf.string_split(["a,b;c"], delimiter=",;"),
+                     tf.string_split(["a b  c"], skip_empty=False),
+                     tf.string_split(["abc"], delimiter=""),
+                     tf.strings.split(["a b  c", " d "]), tf.strings.split(["a,b,,c"], sep=","),
+                     tf.strings.split(["a,b,,c"], sep=",", maxsplit=1),
+                     tf.strings.length(["ab", ""]),
+                     tf.strings.join([["a", "b"], ["c", "d"]], separator="-"),
+                     tf.string_join(["x", ["1", "2"]]), tf.strings.to_number(["1.5", "2"]),
+                     tf.sparse_tensor_to_dense(tf.string_split(lines), default_value="")]}
+
+
+def case_string_split_of_a_scalar_is_refused(tf, d):
+    tf.string_split(tf.constant("a b"))
+    return {"runs": []}
 
 
 def case_py_func_errors_reach_the_run(tf, d):

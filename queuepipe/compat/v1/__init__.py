@@ -21,7 +21,9 @@ from queuepipe import dtypes as _dtypes
 from queuepipe.compat.v1 import data as _data
 from queuepipe.compat.v1 import flags as _flags
 from queuepipe.compat.v1 import gfile as _gfile
-from queuepipe.compat.v1 import image_ops, inputs, ops, scopes, session_options, tf_logging
+from queuepipe.compat.v1 import (
+    image_ops, inputs, ops, scopes, session_options, string_ops, tf_logging,
+)
 from queuepipe.compat.v1 import summary as _summary
 from queuepipe.compat.v1.graph import (
     Graph, Operation, Session, Tensor, get_default_graph, no_op,
@@ -145,6 +147,10 @@ math = _Namespace("tf.math", {name: getattr(ops, name) for name in (
     "exp", "log", "equal", "not_equal", "greater", "less", "argmax", "argmin", "reduce_sum",
     "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "round", "floor", "logical_and",
     "logical_or", "logical_not")})
+string_split, string_join = string_ops.string_split, string_ops.string_join
+strings = _Namespace("tf.strings", {
+    "split": string_ops.strings_split, "length": string_ops.string_length,
+    "join": string_ops.string_join, "to_number": ops.string_to_number})
 globals()["sparse"] = sparse_ns
 del sparse_ns
 for _name in scopes.__all__:

@@ -182,7 +182,9 @@ class Dataset:
 
     @staticmethod
     def from_tensors(tensors: Any) -> "Dataset":
-        values = evaluate(tensors, strict=False)
+        """One element: ``tensors``, Python values given TF's dtypes."""
+        given = evaluate(tensors, strict=False)
+        values = _rebuild(given, (constant_value(v, None) for v in _leaves(given)))
         return Dataset(lambda: iter([values]), _Spec.of(as_constants(values)))
 
     @staticmethod

@@ -242,7 +242,7 @@ def limit_epochs(tensor: Any, num_epochs: Optional[int] = None,
                  name: Optional[str] = None) -> Tensor:
     """TF1's ``tf.train.limit_epochs``: ``tensor``'s value, ``num_epochs`` runs, then
     ``OutOfRangeError`` (which ends a QueueRunner enqueuing it, closing its queue)."""
-    node = tensor if isinstance(tensor, Tensor) else as_node(tensor)
+    node = tensor if isinstance(tensor, Tensor) else as_node(constant_value(tensor, None))
     count = producers.limit_epochs(None, num_epochs)  # counts the runs, raises at the limit
     return Tensor(lambda value: (count(), value)[1], [node], name=name or "limit_epochs",
                   shape=node._shape, dtype=node._dtype)
