@@ -807,6 +807,11 @@ class Unpicklable(Exception):
     def __reduce_ex__(self, protocol):
         raise TypeError("cannot copy")
 
+    # Uncopyable even once copyreg knows every exception class: tblib, which importing
+    # distributed installs (test_shards does), registers them all.
+    def __copy__(self):
+        raise TypeError("cannot copy")
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_abort_drains_then_raises_a_chained_copy(kind):
