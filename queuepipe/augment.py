@@ -293,10 +293,38 @@ def resample(images: Any, size: Sequence[int], method: str = "bilinear", *,
         antialias = antialias and method in ("bilinear", "bicubic")
         rows = _weights(in_h, out_h, method, half_pixel_centers, align_corners, antialias)
         cols = _weights(in_w, out_w, method, half_pixel_centers, align_corners, antialias)
-        data = batch.astype(np.float32)
-        out = np.einsum("oh,nhwc->nowc", rows.astype(np.float32), data, optimize=True)
-        out = np.einsum("pw,nowc->nopc", cols.astype(np.float32), out, optimize=True)
+        out = _weighted_sum(batch, rows, 1)
+        out = _weighted_sum(out, cols, 2)
     return out if batched else out[0]
+
+
+def _weighted_sum(images: np.ndarray, weights: np.ndarray, axis: int) -> np.ndarray:
+    """``images`` ``[n, h, w, c]`` with ``axis`` (1 or 2) replaced by ``weights @ it``, as
+    float32. A weight matrix is a band (each output pixel takes a few input pixels: 4 for
+    bicubic, about ``2 * scale + 1`` for antialias), so the product runs as one gather and
+    multiply-add per tap, over rows flattened to ``width * channels``."""
+    n, height, width, channels = images.shape
+    taps = int((weights != 0).sum(axis=1).max(initial=1))
+    # per output pixel, the input pixels of non-zero weight first, in increasing order
+    at = np.argsort(weights == 0, axis=1, kind="stable")[:, :taps]
+    tap_weights = np.take_along_axis(weights, at, axis=1).astype(np.float32)
+    flat = images.reshape(n, height, width * channels)
+    out = None
+    for k in range(taps):
+        if axis == 1:
+            term = np.take(flat, at[:, k], axis=1).astype(np.float32)
+            term *= tap_weights[None, :, k, None]
+        else:
+            columns = (at[:, k, None] * channels + np.arange(channels)).ravel()
+            term = np.take(flat, columns, axis=2).astype(np.float32)
+            term *= np.repeat(tap_weights[:, k], channels)
+        if out is None:
+            out = term
+        else:
+            out += term
+    assert out is not None  # taps >= 1
+    size = weights.shape[0]
+    return out.reshape((n, size, width, channels) if axis == 1 else (n, height, size, channels))
 
 
 def resize(images: Any, size: Sequence[int], method: str = "bilinear",

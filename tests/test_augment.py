@@ -157,3 +157,39 @@ def test_hue_and_saturation_are_tfs(dtype):
                 assert_within_one_level(got, REFERENCE[key])
             else:
                 np.testing.assert_allclose(got, REFERENCE[key], rtol=0, atol=1e-5, err_msg=key)
+
+
+def test_augmenting_in_a_parse_fn_gives_the_same_images_whatever_the_threads(tmp_path):
+    """Seeded from each chunk's own bytes, the random ops give the same images in a seeded
+    read_batch_features whichever of its threads parses which chunk."""
+    import zlib
+    path = str(tmp_path / "images.tfrecord")
+    rng = np.random.default_rng(0)
+    with qp.io.TFRecordWriter(path) as writer:
+        for i in range(96):
+            pixels = rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)
+            writer.write(qp.make_example({"image": pixels.tobytes(), "label": i})
+                         .SerializeToString())
+    spec = {"image": qp.io.FixedLenFeature([], qp.string),
+            "label": qp.io.FixedLenFeature([], qp.int64)}
+
+    def augmented(serialized):
+        chunk_rng = np.random.default_rng([5, zlib.crc32(b"".join(serialized))])
+        rows = qp.io.parse_example(serialized, spec)
+        images = qp.io.decode_raw(rows["image"], qp.uint8).reshape(-1, 12, 10, 3)
+        images = qp.image.random_crop(images, [8, 8], seed=chunk_rng)
+        images = qp.image.random_flip_left_right(images, seed=chunk_rng)
+        return {"image": qp.image.random_brightness(images, 0.2, seed=chunk_rng),
+                "label": rows["label"]}
+
+    def run(threads):
+        batches = qp.train.read_batch_features(path, 16, spec, num_epochs=1, seed=3,
+                                               parse_fn=augmented, read_batch_size=8,
+                                               num_enqueue_threads=threads)
+        with batches:
+            return [(batch["label"].tolist(), batch["image"]) for batch in batches]
+
+    one, three = run(1), run(3)
+    assert [labels for labels, _ in one] == [labels for labels, _ in three]
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(one, three))
+    assert sorted(sum((labels for labels, _ in one), [])) == list(range(96))
