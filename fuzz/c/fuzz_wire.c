@@ -125,11 +125,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p += len;
     }
     /* Outputs of exactly the size the module gives them (a dense array of records x size,
-     * present and counts per feature); present zeroed as the Python layer zeroes it. */
+     * present and counts per feature); present holds junk, which the walk must overwrite,
+     * counts zeros, as the Python layer gives them. */
     int ok = 1;
     for (size_t i = 0; i < n_features; i++) {
         qp_feature *f = &features[i];
-        f->present = calloc(n_records ? n_records : 1, 1);
+        f->present = malloc(n_records ? n_records : 1);
+        if (f->present != NULL)
+            memset(f->present, 0xAA, n_records ? n_records : 1);
         f->counts = calloc(n_records ? n_records : 1, sizeof(int64_t));
         if (f->kind == QP_DENSE && f->dtype != QP_BYTES) {
             f->dense_len_bytes = n_records * (size_t)f->size * (f->dtype == QP_INT64 ? 8 : 4);
