@@ -327,8 +327,8 @@ class TFRecordReader(ReaderBase):
     A file may be read while a writer appends to it, and read again (its name enqueued again)
     to follow it: with ``corrupt_records="skip"``, a record cut short by the end of the file
     (a writer caught mid-record) is counted and logged as damage only once it is known to be:
-    when the queue ends (``OutOfRangeError``) or the reader is reset, if the file did not grow
-    since. It then counts once per pass that ended on it; a later pass that reads it whole
+    when the queue ends (``OutOfRangeError``; with ``read_batch_features``, when its epochs are
+    all read or it is closed) or the reader is reset, if the file did not grow since. It then counts once per pass that ended on it; a later pass that reads it whole
     forgets it. With ``"raise"`` it raises ``DataLossError`` at once, as in TensorFlow.
 
     Args:
