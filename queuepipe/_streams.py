@@ -12,10 +12,10 @@ import os
 import zlib
 from typing import IO, Optional, Union
 
-from queuepipe.errors import DataLossError
+from queuepipe.errors import DataLossError, QueuePipeError
 from queuepipe.remote import open_file
 
-__all__ = ["ReadBuffer", "CHUNK"]
+__all__ = ["ReadBuffer", "CHUNK", "stored_size"]
 
 logger = logging.getLogger("queuepipe.records")
 
@@ -30,6 +30,16 @@ def _file_size(f) -> Optional[int]:
     except (AttributeError, OSError, ValueError):
         size = getattr(f, "size", None)
         return size if isinstance(size, int) else None
+
+
+def stored_size(path: PathLike) -> Optional[int]:
+    """The size of ``path`` now, in stored (compressed) bytes; None where storage does not say
+    or the file cannot be opened (removed, replaced by something that is not a file)."""
+    try:
+        with open_file(path, "rb") as f:
+            return _file_size(f)
+    except (OSError, QueuePipeError):
+        return None
 
 
 class _Inflater:
@@ -155,7 +165,7 @@ class ReadBuffer:
 
     def __init__(self, path: PathLike, compression: str = "", offset: int = 0):
         self.path = os.fsdecode(path)
-        raw = open_file(self.path, "rb")
+        self._raw = raw = open_file(self.path, "rb")
         self._stream: Union[_Inflater, IO[bytes]]
         try:
             if compression:
@@ -217,6 +227,10 @@ class ReadBuffer:
             self._size = _file_size(self._stream)
             left = left if self._size is None else self._size - self.offset
         return left
+
+    def file_size(self) -> Optional[int]:
+        """The file's size now, in stored (compressed) bytes; None where storage does not say."""
+        return _file_size(self._raw)
 
     def fill(self, n: int) -> bool:
         """Makes ``n`` bytes available from ``pos``; False when the stream ends first.

@@ -210,7 +210,11 @@ class ReadPlan:
             if self._closed:
                 raise CancelledError("the read plan is closed (its batches were closed)")
             if self._order != "global":
-                return self._take_from_files()
+                try:
+                    return self._take_from_files()
+                except OutOfRangeError:
+                    self._reader._input_ended()  # its input ends here, not at a queue's end
+                    raise
             where = self._next_global()
             ticket, base = self._register(where, where[-1])
         values, keys, kept = self._read_global(where)
@@ -582,6 +586,7 @@ class ReadPlan:
             if self._opened:
                 self._reader._stop()
                 self._opened = False
+            self._reader._input_ended()
         self._open_files.close()
 
 

@@ -26,20 +26,23 @@ Usage::
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import threading
-from typing import IO, Any, List, Optional, Tuple, TypeVar
+from typing import IO, Any, Dict, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
 from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
-from queuepipe._streams import ReadBuffer
-from queuepipe.errors import DataLossError, InvalidArgumentError
-from queuepipe.records import RecordScanner, TFRecordOptions, check_corrupt_records
+from queuepipe._streams import ReadBuffer, stored_size
+from queuepipe.errors import DataLossError, InvalidArgumentError, OutOfRangeError
+from queuepipe.records import CutShort, RecordScanner, TFRecordOptions, check_corrupt_records
 from queuepipe.remote import open_file
 
 __all__ = ["ReaderBase", "TFRecordReader", "TextLineReader", "FixedLengthRecordReader",
            "WholeFileReader", "IdentityReader", "KeyedRecordReader"]
+
+logger = logging.getLogger("queuepipe.records")  # where the record scanner logs damage
 
 # The records _read_records returns: their positions in the file (what the key names after
 # the file name: a byte offset, a line number, an index), their values, whether the file is
@@ -125,6 +128,10 @@ class ReaderBase:
     def _reset(self) -> None:
         """Zeroes a subclass's own counters. Called with the lock held, after :meth:`_stop`."""
 
+    def _input_ended(self) -> None:
+        """The queue ended (``OutOfRangeError``): no file comes again. Called with the lock
+        held, before the error reaches the caller."""
+
     def _keys(self, positions: List[int]) -> List[bytes]:
         """The keys of the current file's records at ``positions``: ``b"<file>:<position>"``.
         Called with the lock held."""
@@ -182,7 +189,12 @@ class ReaderBase:
                     return keys, values
             while True:
                 if self._work is None:
-                    filename = _filename(queue.dequeue())
+                    try:
+                        item = queue.dequeue()
+                    except OutOfRangeError:
+                        self._input_ended()
+                        raise
+                    filename = _filename(item)
                     self._start(filename)
                     self._work = filename
                     self._key_prefix = os.fsencode(filename)
@@ -312,6 +324,13 @@ class TFRecordReader(ReaderBase):
     Both checksums of every record are checked; :meth:`read_up_to` cuts many records out of
     the read-ahead buffer at once.
 
+    A file may be read while a writer appends to it, and read again (its name enqueued again)
+    to follow it: with ``corrupt_records="skip"``, a record cut short by the end of the file
+    (a writer caught mid-record) is counted and logged as damage only once it is known to be:
+    when the queue ends (``OutOfRangeError``; with ``read_batch_features``, when its epochs are
+    all read or it is closed) or the reader is reset, if the file did not grow since. It then counts once per pass that ended on it; a later pass that reads it whole
+    forgets it. With ``"raise"`` it raises ``DataLossError`` at once, as in TensorFlow.
+
     Args:
       name: a name for messages.
       options: compression: a ``TFRecordOptions``, ``"GZIP"``, ``"ZLIB"``, ``""`` or None.
@@ -330,9 +349,13 @@ class TFRecordReader(ReaderBase):
         self._scanner: Optional[RecordScanner] = None
         self._skipped_before = 0  # skips in files already closed
         self._skipped = 0  # skips in all files, kept current for num_records_skipped()
+        # By path: the record the last pass over the file found cut short by its end, not
+        # known as damage yet, and how many passes ended on it, the file not growing between.
+        self._tails: Dict[str, Tuple[CutShort, int]] = {}
 
     def _start(self, filename) -> None:
-        self._scanner = RecordScanner(filename, self._compression, self._corrupt_records)
+        self._scanner = RecordScanner(filename, self._compression, self._corrupt_records,
+                                      follow=True)
 
     def _read_records(self, n: int) -> Records:
         scanner = _current(self._scanner)
@@ -345,21 +368,49 @@ class TFRecordReader(ReaderBase):
     def _seek(self, position: int) -> bool:
         scanner = _current(self._scanner)
         self._scanner = RecordScanner(scanner.path, self._compression, self._corrupt_records,
-                                      offset=position)
+                                      offset=position, follow=True)
         scanner.close()
         return True
 
     def _stop(self) -> None:
         scanner = _current(self._scanner)
+        if scanner.finished:
+            self._note_tail(scanner)
         self._skipped_before += scanner.skipped
         scanner.close()
         self._scanner = None
+
+    def _note_tail(self, scanner: RecordScanner) -> None:
+        """After a pass to the end of a file: remembers the record it found cut short there,
+        or forgets the one an earlier pass found (this pass read past it)."""
+        tail = scanner.take_cut_short()
+        if tail is None:
+            self._tails.pop(scanner.path, None)
+            return
+        seen, passes = self._tails.get(scanner.path, (None, 0))
+        same = seen is not None and (seen.offset, seen.size) == (tail.offset, tail.size)
+        self._tails[scanner.path] = (tail, passes + 1 if same else 1)
+
+    def _settle_tails(self) -> None:
+        """The reader reads no more: a record still cut short at the end of a file that did not
+        grow since is damage, counted and logged once per pass that ended on it."""
+        tails, self._tails = self._tails, {}
+        for path, (tail, passes) in tails.items():
+            if stored_size(path) != tail.size:
+                continue  # grown (or gone) since: a writer was still on it
+            for _ in range(passes):
+                logger.warning("skipping damaged data: %s", tail.message)
+            self._count_skipped(passes)
+
+    def _input_ended(self) -> None:
+        self._settle_tails()
 
     def num_records_skipped(self) -> int:
         """Damaged stretches passed over with ``corrupt_records="skip"`` since made or reset.
 
         Each is one record whose data checksum failed, or one run of bytes up to the next
-        valid header, or a truncated end. Never blocks.
+        valid header, or a truncated end (counted when the queue ends or the reader is reset,
+        if the file did not grow since: see the class). Never blocks.
         """
         return self._skipped
 
@@ -370,6 +421,7 @@ class TFRecordReader(ReaderBase):
         self._skipped += n
 
     def _reset(self) -> None:
+        self._settle_tails()
         self._skipped_before = self._skipped = 0
 
 

@@ -27,7 +27,7 @@ import enum
 import logging
 import os
 import zlib
-from typing import IO, Iterator, List, Optional, Tuple, Union
+from typing import IO, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -274,6 +274,15 @@ class TFRecordWriter:
 # Reading
 
 
+class CutShort(NamedTuple):
+    """A record of a followed file cut short by the end of the data read so far: damage, or a
+    record a writer is still writing."""
+
+    offset: int
+    message: str  # what it is, as a damage message
+    size: Optional[int]  # the file's stored size when it was found so (None: not known)
+
+
 class RecordScanner:
     """Reads the records of one TFRecord file in order, checking both checksums of each.
 
@@ -292,6 +301,9 @@ class RecordScanner:
       offset: where to start, a record's offset in the uncompressed stream (as the scanner
         gives them; for a compressed file, reading starts at the beginning and passes over
         the bytes before).
+      follow: the file may still be growing (as after :meth:`look_again`): with ``"skip"``,
+        a record cut short by the end of the data is not counted or logged at once (see
+        :meth:`take_cut_short`).
 
     Raises:
       NotFoundError: the file does not exist.
@@ -300,7 +312,7 @@ class RecordScanner:
     """
 
     def __init__(self, path: PathLike, options=None, corrupt_records: str = "raise",
-                 offset: int = 0):
+                 offset: int = 0, follow: bool = False):
         self._skip = check_corrupt_records(corrupt_records) == "skip"
         self._in = ReadBuffer(path, TFRecordOptions.get_compression_type_string(options), offset)
         self.path = self._in.path
@@ -308,11 +320,11 @@ class RecordScanner:
         self._error_at_end = False  # the error is a record cut short by the end of the data
         self._done = False  # the end of the file is reached (or damage in skip mode ends it)
         self.skipped = 0
-        # Followed (look_again called): a record cut short by the end, in skip mode, is not
-        # damage yet (a writer may be completing it); its message, and its offset, until the
-        # scanner reads past it or is closed.
-        self._following = False
-        self._cut_short: Optional[Tuple[str, int]] = None
+        # Followed (look_again called, or follow): a record cut short by the end, in skip mode,
+        # is not damage yet (a writer may be completing it); held here until the scanner reads
+        # past it, is closed, or a caller takes it (take_cut_short).
+        self._following = follow
+        self._cut_short: Optional[CutShort] = None
 
     # -- damage ---------------------------------------------------------------------------
 
@@ -358,7 +370,7 @@ class RecordScanner:
             self._error_at_end = at_end
             raise self._error
         if at_end and self._following:
-            self._cut_short = (message, offset)
+            self._cut_short = CutShort(offset, message, self._in.file_size())
             return
         self.skipped += 1
         logger.warning("skipping damaged data: %s", message)
@@ -602,13 +614,20 @@ class RecordScanner:
         """Returns up to ``n`` records as ``(offset, data)`` pairs (see :meth:`next_columns`)."""
         return list(zip(*self.next_columns(n)))
 
+    def take_cut_short(self) -> Optional[CutShort]:
+        """For a followed file: the record found cut short by the end of the data and not read
+        past since, or None. The caller takes it over: :meth:`close` then does not count it
+        (the caller decides whether it is damage)."""
+        cut_short, self._cut_short = self._cut_short, None
+        return cut_short if cut_short is not None and self.offset <= cut_short.offset else None
+
     def close(self) -> None:
         """Closes the file (counting, for a followed file, a record still cut short at its
         end as damage). Idempotent."""
-        cut_short, self._cut_short = self._cut_short, None
-        if cut_short is not None and self.offset <= cut_short[1]:
+        cut_short = self.take_cut_short()
+        if cut_short is not None:
             self.skipped += 1
-            logger.warning("skipping damaged data: %s", cut_short[0])
+            logger.warning("skipping damaged data: %s", cut_short.message)
         self._in.close()
 
     def __enter__(self) -> "RecordScanner":
@@ -673,7 +692,7 @@ class RecordIterator:
         handles do not see what was appended, such as object stores)."""
         offset = self.offset
         if self._scanner is not None:  # still followed: the new scanner finds it again
-            self._scanner._cut_short = None
+            self._scanner.take_cut_short()
         self.close()
         self._scanner = RecordScanner(self._path, self._options, self._policy, offset)
 

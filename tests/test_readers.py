@@ -2,7 +2,9 @@
 
 import collections
 import gzip
+import logging
 import os
+import re
 import threading
 import zlib
 from collections import Counter
@@ -16,7 +18,7 @@ from queuepipe.readers import (
     FixedLengthRecordReader, ReaderBase, TFRecordReader, TextLineReader, WholeFileReader,
     _format_keys,
 )
-from queuepipe.records import TFRecordWriter
+from queuepipe.records import TFRecordWriter, frame
 
 
 def filename_queue(names, close=True):
@@ -173,6 +175,109 @@ def test_skip_policy_counts_damage_across_files_and_delivers_the_rest(
     assert reader.num_records_skipped() == 5
     assert reader.num_work_units_completed() == 5
     reader.reset()
+    assert reader.num_records_skipped() == 0
+
+
+# -- following a file that grows (issue 29.16) -----------------------------------------------
+
+GROWING = [b"a" * 20, b"b" * 30]
+
+
+class GrowingFile:
+    """A file whose writer has written its first record and ``cut`` bytes of its second, as
+    a plain or a GZIP stream (flushed, not ended)."""
+
+    def __init__(self, tmp_path, cut, compression=""):
+        self.path = str(tmp_path / "growing.tfrecord")
+        self.rest = frame(GROWING[1])[cut:]
+        self._gzip = zlib.compressobj(wbits=31) if compression else None
+        self._write("wb", frame(GROWING[0]) + frame(GROWING[1])[:cut])
+
+    def _write(self, mode, data):
+        if self._gzip is not None:
+            data = self._gzip.compress(data) + self._gzip.flush(zlib.Z_SYNC_FLUSH)
+        with open(self.path, mode) as f:
+            f.write(data)
+
+    def complete(self):
+        self._write("ab", self.rest)
+
+
+def poll(reader, queue, path):
+    """One pass over ``path``, its name enqueued again as a follower does at each poll."""
+    queue.enqueue(os.fsencode(path))
+    return reader.read_up_to(queue, 100)[1].tolist()
+
+
+@pytest.mark.parametrize("cut", [5, 14], ids=["in the header", "in the data"])
+@pytest.mark.parametrize("read_again", [True, False], ids=["read again", "not read again"])
+@pytest.mark.parametrize("compression", ["", "GZIP"])
+def test_following_a_growing_file_with_skip_counts_no_record_caught_mid_write(
+        tmp_path, caplog, cut, read_again, compression):
+    # Before the fix each pass that caught the writer mid-record counted and logged a damaged
+    # record, though the record was intact once written.
+    growing = GrowingFile(tmp_path, cut, compression)
+    path = growing.path
+    reader = TFRecordReader(corrupt_records="skip", options=compression)
+    queue = filename_queue([], close=False)
+    with caplog.at_level(logging.WARNING, logger="queuepipe.records"):
+        for _ in range(3):  # three passes catch the writer mid-record
+            assert poll(reader, queue, path) == GROWING[:1]
+        growing.complete()
+        if read_again:
+            assert poll(reader, queue, path) == GROWING
+        queue.close()
+        with pytest.raises(OutOfRangeError):  # the input ends: the file grew since: no damage
+            reader.read(queue)
+    assert caplog.messages == [] and reader.num_records_skipped() == 0
+    assert reader.num_work_units_completed() == 3 + read_again
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_a_record_cut_short_for_good_is_counted_once_per_pass_when_the_input_ends(
+        tmp_path, caplog, passes):
+    path = GrowingFile(tmp_path, 14).path
+    reader = TFRecordReader(corrupt_records="skip")
+    queue = filename_queue([path] * passes)
+    with caplog.at_level(logging.WARNING, logger="queuepipe.records"):
+        for _ in range(passes):
+            assert reader.read_up_to(queue, 100)[1].tolist() == GROWING[:1]
+        assert reader.num_records_skipped() == 0  # a writer may still complete it
+        with pytest.raises(OutOfRangeError):  # the last pass is over and the file did not grow
+            reader.read(queue)
+    assert reader.num_records_skipped() == passes
+    assert len(caplog.messages) == passes, caplog.messages
+    assert all(re.fullmatch(r"skipping damaged data: truncated record at 36: the record needs "
+                            r"46 bytes \(data length 30\) but the file ends after 14 in file "
+                            r"'.*growing.tfrecord'", m) for m in caplog.messages), caplog.messages
+
+
+def test_passes_before_the_writers_last_bytes_are_not_counted(tmp_path, caplog):
+    growing = GrowingFile(tmp_path, 14)
+    reader = TFRecordReader(corrupt_records="skip")
+    queue = filename_queue([], close=False)
+    with caplog.at_level(logging.WARNING, logger="queuepipe.records"):
+        assert poll(reader, queue, growing.path) == GROWING[:1]
+        with open(growing.path, "ab") as f:  # the writer adds to the record, then stops
+            f.write(growing.rest[:10])
+        for _ in range(2):
+            assert poll(reader, queue, growing.path) == GROWING[:1]
+        queue.close()
+        with pytest.raises(OutOfRangeError):
+            reader.read(queue)
+    assert reader.num_records_skipped() == 2
+    assert [m.endswith("but the file ends after 24 in file '%s'" % growing.path)
+            for m in caplog.messages] == [True, True]
+
+
+def test_reset_counts_a_record_still_cut_short_then_zeroes_the_count(tmp_path, caplog):
+    path = GrowingFile(tmp_path, 5, "GZIP").path
+    reader = TFRecordReader(corrupt_records="skip", options="GZIP")
+    queue = filename_queue([path], close=False)
+    with caplog.at_level(logging.WARNING, logger="queuepipe.records"):
+        assert reader.read_up_to(queue, 100)[1].tolist() == GROWING[:1]
+        reader.reset()
+    assert len(caplog.messages) == 1 and "truncated record header at 36" in caplog.messages[0]
     assert reader.num_records_skipped() == 0
 
 

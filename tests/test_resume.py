@@ -614,6 +614,31 @@ def test_closing_a_global_shuffle_from_another_thread_while_it_is_read(shards):
                 batches.close()
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"randomize_input": False}], ids=["buffer", "in order"])
+def test_a_plan_counts_a_record_cut_short_for_good_once_per_epoch(shards, tmp_path, caplog,
+                                                                    kwargs):
+    # The plan drives its reader file by file, never through a queue's end: before the fix
+    # the record cut short was remembered as a writer's unfinished one and never counted.
+    data = open(shards[0], "rb").read()
+    entries = qp.shards.read_index(shards[0] + ".index")
+    last = int(entries[-1, 0])
+    cut = tmp_path / "cut.tfrecord"
+    cut.write_bytes(data[:last + 20])  # the last record cut short for good
+    readers = []
+
+    def make_reader():
+        readers.append(qp.TFRecordReader(corrupt_records="skip"))
+        return readers[-1]
+
+    with caplog.at_level("WARNING", logger="queuepipe.records"), qp.Pipeline().as_default(), \
+            read_batch_features([str(cut)], 16, FEATURES, reader=make_reader, num_epochs=2,
+                                seed=0, read_batch_size=25, **kwargs) as batches:
+        ids = flat(batch["id"].tolist() for batch in batches)
+    assert len(ids) == 2 * (len(entries) - 1)
+    assert readers[0].num_records_skipped() == 2
+    assert [f"truncated record at {last}" in m for m in caplog.messages] == [True, True]
+
+
 def test_the_global_shuffle_skips_and_counts_damaged_records(shards, tmp_path):
     copy = tmp_path / "copy.tfrecord"
     data = bytearray(open(shards[0], "rb").read())
