@@ -23,6 +23,7 @@ core's ``walk_examples`` calls.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -91,9 +92,13 @@ def main(argv=None) -> int:
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
                    if f.endswith(".tfrecord"))[:2]
     specs = bench._specs(qp, args.workload)
-    walk_seconds = _time_the_walk()
-    if args.pipeline:
-        return _pipeline(qp, folder, args.workload, walk_seconds)
+    with _timed_walk() as walk_seconds:
+        if args.pipeline:
+            return _pipeline(qp, folder, args.workload, walk_seconds)
+        return _stages(qp, files, specs, args, walk_seconds)
+
+
+def _stages(qp, files, specs, args, walk_seconds) -> int:
     read, parse, put, take, walk = [], [], [], [], []
     for _ in range(args.repeat):
         start = time.process_time()
@@ -131,14 +136,17 @@ def _pipeline(qp, folder, workload, walk_seconds) -> int:
     return 0
 
 
-def _time_the_walk() -> list:
-    """``[seconds, on]``: the thread CPU time spent in the compiled walk (``walk_examples``)
-    from now on, added up, and whether the core is loaded to be timed."""
+@contextlib.contextmanager
+def _timed_walk():
+    """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walk
+    (``walk_examples``) within the block, added up, and whether the core is loaded to be
+    timed; the core is put back as it was after the block."""
     from queuepipe import _core
 
     total = [0.0, _core.core is not None]
     if _core.core is None:
-        return total
+        yield total
+        return
     module, walk = _core.core, _core.core.walk_examples
 
     class Timed:
@@ -154,7 +162,10 @@ def _time_the_walk() -> list:
                 total[0] += time.thread_time() - start
 
     _core.core = Timed()
-    return total
+    try:
+        yield total
+    finally:
+        _core.core = module
 
 
 if __name__ == "__main__":

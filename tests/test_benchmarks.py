@@ -83,10 +83,24 @@ def test_the_image_benchmark_decodes_every_record(capsys):
                      capsys.readouterr().out, re.M)
 
 
-@pytest.mark.parametrize("kind", ["mnist", "tokens"])
+@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide"])
 def test_the_stage_benchmark_times_every_stage(workload, capsys, kind):
     _, data = workload
     assert load("bench_stages").main(["--data", data, "--workload", kind, "--repeat", "1"]) == 0
     assert re.search(rf"^{kind}: 600 records, CPU per record \(least of 1\): read [\d.]+ us, "
                      r"parse [\d.]+ us, enqueue_many [\d.]+ us, dequeue_many [\d.]+ us; total",
                      capsys.readouterr().out, re.M)
+
+
+def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
+    _, data = workload
+    from queuepipe import _core
+    from queuepipe.parsing import _walkers
+
+    core = _core.core
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline"]) == 0
+    assert _core.core is core  # the timing wrapper is taken off again
+    out = capsys.readouterr().out
+    share = r", \d+% of it in the core's walk_examples" if _walkers.core_available() else ""
+    assert re.search(r"^tokens: read_batch_features, one enqueue thread, 1200 records: [\d.]+ us "
+                     rf"of CPU per record{share}$", out, re.M), out
