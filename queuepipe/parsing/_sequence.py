@@ -8,16 +8,12 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
+from queuepipe.parsing import _walkers
 from queuepipe.parsing._record import (_check_entries, _lazy_maps, _name_text, _protobuf,
                                        _suspicious)
-from queuepipe.parsing._sinks import _RaggedOut, _sparse_1d
+from queuepipe.parsing._sinks import _RaggedOut, _shaped, _sparse_1d
 from queuepipe.parsing._specs import (_SEQ, _VAR, FixedLenFeature, FixedLenSequenceFeature,
                                       VarLenFeature, _features)
-
-
-def _shaped(values, shape):
-    """A flat array as ``shape``; a scalar comes out as a NumPy scalar or ``bytes``."""
-    return values[0] if shape == () else values.reshape(shape)
 
 
 def _values(feature, entry, where):
@@ -115,6 +111,13 @@ def parse_single_sequence_example(
         missing, or a step holds the wrong data type or number of values; TF's words.
     """
     del name
+    return _parse_sequence(serialized, context_features, sequence_features, example_name,
+                           _walkers.sequence)
+
+
+def _parse_sequence(serialized, context_features, sequence_features, example_name, walker):
+    """:func:`parse_single_sequence_example` with the walker that tries the record first
+    (see :mod:`._walkers`; the general path below takes what it leaves)."""
     context_specs = dict(context_features or {})
     sequence_specs = dict(sequence_features or {})
     for key, spec in sequence_specs.items():
@@ -127,6 +130,9 @@ def parse_single_sequence_example(
                          "sequence_features")
     label = _name_text(example_name)
     data = bytes(serialized)
+    plain = walker(data, context, sequence, list(sequence_specs.values()))
+    if plain is not None:
+        return plain
     try:
         message = _protobuf()[1].FromString(data)
     except _protobuf()[2] as e:  # read as TF reads it, its entries checked
