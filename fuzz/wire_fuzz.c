@@ -4,7 +4,8 @@
  *         fuzz/wire_fuzz.c queuepipe/_core/wire.c -o /tmp/wire_fuzz
  *     /tmp/wire_fuzz -max_total_time=60 -max_len=4096
  *
- * The input is cut into records at each "\xff\xfe\xfd" (so one input is a batch of up to 8),
+ * An input that starts with 's' is walked as one SequenceExample (the rest of it). Any other
+ * is cut into records at each "\xff\xfe\xfd" (so one input is a batch of up to 8),
  * walked with six features of every kind, and what the walk returns is checked against its
  * promises (wire.h): every string span lies inside its own record, ragged scratch holds
  * exactly the values the counts say, counts fit the feature's shape, and a handed-back record
@@ -39,9 +40,65 @@ inside(qp_span span, const qp_span *records, size_t n)
     return 0;
 }
 
+/* The input as one SequenceExample: context "i" (dense int64 [2]) and "s" (ragged bytes),
+ * lists "v" (VarLen int64) and "q" (fixed steps of 2 floats, required). */
+static void
+walk_sequence(const uint8_t *data, size_t size)
+{
+    qp_span record = {data, size};
+    qp_feature context[2], lists[2];
+    int64_t dense_i[2], counts[4] = {0, 0, 0, 0};
+    uint8_t present[4] = {0, 0, 0, 0}, handed_back = 2;
+    memset(context, 0, sizeof context);
+    memset(lists, 0, sizeof lists);
+    context[0] = (qp_feature){.key = (const uint8_t *)"i", .key_len = 1, .dtype = QP_INT64,
+                              .kind = QP_DENSE, .size = 2, .dense = (uint8_t *)dense_i,
+                              .dense_len_bytes = sizeof dense_i};
+    context[1] = (qp_feature){.key = (const uint8_t *)"s", .key_len = 1, .dtype = QP_BYTES,
+                              .kind = QP_RAGGED, .size = 1};
+    lists[0] = (qp_feature){.key = (const uint8_t *)"v", .key_len = 1, .dtype = QP_INT64,
+                            .kind = QP_RAGGED, .size = 1};
+    lists[1] = (qp_feature){.key = (const uint8_t *)"q", .key_len = 1, .dtype = QP_FLOAT,
+                            .kind = QP_RAGGED, .size = 2, .fixed_steps = 1, .required = 1};
+    for (int f = 0; f < 4; f++) {
+        qp_feature *feature = f < 2 ? &context[f] : &lists[f - 2];
+        feature->present = &present[f];
+        feature->counts = &counts[f];
+    }
+    check(qp_walk_sequence_example(record, context, 2, lists, 2, &handed_back) == QP_WALK_OK);
+    check(handed_back <= 1);
+    if (!handed_back) {
+        check(context[1].values.len == (uint64_t)counts[1] * sizeof(qp_span));
+        for (size_t i = 0; i < context[1].values.len / sizeof(qp_span); i++) {
+            qp_span span;
+            memcpy(&span, context[1].values.data + i * sizeof span, sizeof span);
+            check(inside(span, &record, 1));
+        }
+        for (int l = 0; l < 2; l++) {
+            uint64_t total = 0;
+            check(lists[l].steps.len % sizeof(int64_t) == 0);
+            for (size_t step = 0; step < lists[l].steps.len / sizeof(int64_t); step++) {
+                int64_t count;
+                memcpy(&count, lists[l].steps.data + step * sizeof count, sizeof count);
+                check(count >= 0 && (!lists[l].fixed_steps || (uint64_t)count == lists[l].size));
+                total += (uint64_t)count;
+            }
+            check(lists[l].values.len == total * (l == 0 ? sizeof(int64_t) : sizeof(float)));
+        }
+    }
+    for (int f = 0; f < 2; f++) {
+        qp_feature_release(&context[f]);
+        qp_feature_release(&lists[f]);
+    }
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (size && data[0] == 's') {  /* a SequenceExample after the mode byte */
+        walk_sequence(data + 1, size - 1);
+        return 0;
+    }
     qp_span records[MAX_RECORDS];
     size_t n = 0;
     const uint8_t *start = data, *end = data + size;
