@@ -104,3 +104,12 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     share = r", \d+% of it in the core's walk_examples" if _walkers.core_available() else ""
     assert re.search(r"^tokens: read_batch_features, one enqueue thread, 1200 records: [\d.]+ us "
                      rf"of CPU per record{share}$", out, re.M), out
+
+
+def test_the_sequence_benchmark_times_each_path(capsys):
+    from queuepipe.parsing import _walkers
+
+    assert load("bench_sequence").main(["--records", "20", "--repeat", "1"]) == 0
+    paths = re.findall(r"^(pure|core): [\d.]+ us of CPU per SequenceExample",
+                       capsys.readouterr().out, re.M)
+    assert paths == (["pure", "core"] if _walkers.core_available() else ["pure"])
