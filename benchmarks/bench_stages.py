@@ -3,6 +3,7 @@
 usage::
 
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data [--workload tokens] [--repeat 5]
+    python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline
 
 One thread, no pipeline around it: the first two shards of ``bench.py``'s workload read in
 chunks of 512 (``TFRecordReader.read_up_to``), each chunk parsed by one ``parse_example``
@@ -13,11 +14,16 @@ of ``--repeat`` rounds (the host's slow spells only ever add), and where the com
 parses, the part of the parse spent in its ``walk_examples`` call, whose walk runs without
 the GIL (a bound on what a second thread can run in parallel: the call also makes the string
 values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for the pure path.
+
+``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, one
+enqueue thread, every shard, 2 epochs): its CPU per record, and the share of it spent in the
+core's ``walk_examples`` calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -74,6 +80,8 @@ def main(argv=None) -> int:
                     help="bench.py's workload folder (written when missing)")
     ap.add_argument("--workload", default="tokens", choices=("mnist", "float", "tokens", "wide"))
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--pipeline", action="store_true",
+                    help="measure read_batch_features (qp_bulk, one thread) as a whole")
     args = ap.parse_args(argv)
     import queuepipe as qp
 
@@ -84,7 +92,13 @@ def main(argv=None) -> int:
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
                    if f.endswith(".tfrecord"))[:2]
     specs = bench._specs(qp, args.workload)
-    walk_seconds = _time_the_walk()
+    with _timed_walk() as walk_seconds:
+        if args.pipeline:
+            return _pipeline(qp, folder, args.workload, walk_seconds)
+        return _stages(qp, files, specs, args, walk_seconds)
+
+
+def _stages(qp, files, specs, args, walk_seconds) -> int:
     read, parse, put, take, walk = [], [], [], [], []
     for _ in range(args.repeat):
         start = time.process_time()
@@ -109,14 +123,30 @@ def main(argv=None) -> int:
     return 0
 
 
-def _time_the_walk() -> list:
-    """``[seconds, on]``: the thread CPU time spent in the compiled walk (``walk_examples``)
-    from now on, added up, and whether the core is loaded to be timed."""
+def _pipeline(qp, folder, workload, walk_seconds) -> int:
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
+    start = time.process_time()
+    records = sum(len(batch["label"])
+                  for batch in bench.pipeline_bulk(qp, files, 2, 1, workload, None))
+    seconds = time.process_time() - start
+    print(f"{workload}: read_batch_features, one enqueue thread, {records} records: "
+          f"{seconds / records * 1e6:.2f} us of CPU per record"
+          + (f", {walk_seconds[0] / seconds:.0%} of it in the core's walk_examples"
+             if walk_seconds[1] else ""))
+    return 0
+
+
+@contextlib.contextmanager
+def _timed_walk():
+    """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walk
+    (``walk_examples``) within the block, added up, and whether the core is loaded to be
+    timed; the core is put back as it was after the block."""
     from queuepipe import _core
 
     total = [0.0, _core.core is not None]
     if _core.core is None:
-        return total
+        yield total
+        return
     module, walk = _core.core, _core.core.walk_examples
 
     class Timed:
@@ -132,7 +162,10 @@ def _time_the_walk() -> list:
                 total[0] += time.thread_time() - start
 
     _core.core = Timed()
-    return total
+    try:
+        yield total
+    finally:
+        _core.core = module
 
 
 if __name__ == "__main__":

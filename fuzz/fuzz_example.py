@@ -30,7 +30,7 @@ import numpy as np
 
 import queuepipe as qp
 from queuepipe.errors import InvalidArgumentError
-from queuepipe.parsing import _example, _walkers
+from queuepipe.parsing import _example, _sequence, _walkers
 from queuepipe.parsing._sinks import _unbatch
 from queuepipe.sparse import SparseValue
 
@@ -57,6 +57,23 @@ SPECS: List[Dict[str, Any]] = [
      "i": qp.io.VarLenFeature(qp.int64),
      "f": qp.io.FixedLenFeature([], qp.float32)},
 ]
+
+
+# (context features, sequence features) of parse_single_sequence_example.
+SEQUENCE_SPECS: List[Tuple[Dict[str, Any], Dict[str, Any]]] = [
+    ({"i": qp.io.FixedLenFeature([], qp.int64, default_value=-1),
+      "s": qp.io.VarLenFeature(qp.string)},
+     {"v": qp.io.VarLenFeature(qp.int64),
+      "q": qp.io.FixedLenSequenceFeature([2], qp.float32, allow_missing=True)}),
+    ({"f": qp.io.FixedLenFeature([2], qp.float32)},
+     {"s": qp.io.FixedLenSequenceFeature([], qp.string),
+      "f": qp.io.VarLenFeature(qp.float32)}),
+    ({"x": qp.io.FixedLenFeature([0], qp.float32), "v": qp.io.VarLenFeature(qp.int64)},
+     {"é": qp.io.VarLenFeature(qp.string),
+      "i": qp.io.FixedLenSequenceFeature([0], qp.int64, allow_missing=True)}),
+]
+# A corpus file whose spec byte is at least this holds SequenceExamples (SEQUENCE_SPECS).
+SEQUENCE_CORPUS = 128
 
 
 # --- Building records at the wire level ---------------------------------------------------
@@ -242,6 +259,37 @@ def damage(rng: random.Random, record: bytes) -> bytes:
     return bytes(rng.randrange(256) for _ in range(rng.randrange(12)))
 
 
+def random_sequence_example(rng: random.Random, context: Dict[str, Any],
+                            lists: Dict[str, Any], clean: bool) -> bytes:
+    """A SequenceExample for the specs: a context built as an Example's features, and
+    feature lists of 0 to 4 steps, each step a Feature (for a FixedLenSequenceFeature, of
+    its row's size when ``clean``)."""
+    context_record = random_example(rng, context, clean)
+    wanted = {key.encode("utf-8"): value for key, value in lists.items()}
+    keys = [key for key in KEYS if (clean and key in wanted) or rng.random() < 0.4]
+    entries = []
+    for key in keys:
+        spec = wanted.get(key)
+        if isinstance(spec, qp.io.FixedLenSequenceFeature):
+            spec = qp.io.FixedLenFeature(spec.shape, spec.dtype)  # one step: one row
+        steps = [random_feature(rng, spec, clean) for _ in range(rng.choice((0, 1, 2, 3, 4)))]
+        entries.append(field(1, field(1, key) + field(2, b"".join(field(1, step)
+                                                                  for step in steps))))
+    # an Example is its Features in field 1, as a SequenceExample's context is
+    parts = [context_record, field(2, b"".join(entries))]
+    if rng.random() < 0.5:  # protobuf reads the two fields in either order
+        parts.reverse()
+    record = b"".join(parts)
+    return damage(rng, record) if not clean and rng.random() < 0.1 else record
+
+
+def random_sequence(rng: random.Random) -> Tuple[int, bytes]:
+    """``(index of a spec pair in SEQUENCE_SPECS, record)``: half clean, half hostile."""
+    index = rng.randrange(len(SEQUENCE_SPECS))
+    context, lists = SEQUENCE_SPECS[index]
+    return index, random_sequence_example(rng, context, lists, rng.random() < 0.5)
+
+
 def random_batch(rng: random.Random) -> Tuple[int, List[bytes]]:
     """``(index of a spec in SPECS, records)``: half the batches clean, half hostile."""
     spec_index = rng.randrange(len(SPECS))
@@ -307,6 +355,26 @@ def single_outcome(single: Callable, record: bytes, spec: Dict[str, Any]):
         return ("error", type(e), str(e))
 
 
+def sequence_outcome(walker: Callable, record: bytes, index: int):
+    """:func:`outcome` of one SequenceExample parsed with ``walker`` first."""
+    context, lists = SEQUENCE_SPECS[index]
+    try:
+        found = _sequence._parse_sequence(record, context, lists, None, walker)
+        return ("ok", {**{"context." + k: v for k, v in found[0].items()},
+                       **{"lists." + k: v for k, v in found[1].items()}})
+    except InvalidArgumentError as e:
+        return ("error", type(e), str(e))
+
+
+def check_sequence(index: int, record: bytes) -> Optional[str]:
+    """None when both walkers agree on the SequenceExample, else the two outcomes."""
+    pure = sequence_outcome(_walkers.pure_sequence, record, index)
+    core = sequence_outcome(_walkers.core_sequence, record, index)
+    if same(pure, core):
+        return None
+    return f"SequenceExample:\npure: {pure!r:.600}\ncore: {core!r:.600}"
+
+
 def check(spec_index: int, records: List[bytes]) -> Optional[str]:
     """None when both walkers agree on the batch, and both single-record parsers on each of
     its records; else the two outcomes that differ, in words."""
@@ -358,15 +426,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     records_seen = 0
     for seed in range(args.seed, args.seed + args.n):
-        spec_index, records = random_batch(random.Random(seed))
-        records_seen += len(records)
+        rng = random.Random(seed)
+        spec_index, records = random_batch(rng)
+        sequence_index, sequence_record = random_sequence(rng)
+        records_seen += len(records) + 1
         problem = check(spec_index, records)
+        if problem is None:
+            problem = check_sequence(sequence_index, sequence_record)
+            spec_index, records = SEQUENCE_CORPUS + sequence_index, [sequence_record]
         if problem:
             print(f"seed {seed}: the walkers disagree\n{problem}")
             if args.save:
                 print("saved", save(args.save, spec_index, records, f"seed-{seed}"))
             return 1
-    print(f"{args.n} batches ({records_seen} records), seeds {args.seed}.."
+    print(f"{args.n} batches and {args.n} SequenceExamples ({records_seen} records), seeds "
+          f"{args.seed}.."
           f"{args.seed + args.n - 1}: no disagreement")
     return 0
 

@@ -91,7 +91,7 @@ def test_the_augment_benchmark_decodes_resizes_and_flips_every_record(capsys):
     assert re.search(r"^qp_bulk +steady .* every record: True$", out, re.M)
 
 
-@pytest.mark.parametrize("kind", ["mnist", "tokens"])
+@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide"])
 def test_the_stage_benchmark_times_every_stage(workload, capsys, kind):
     _, data = workload
     assert load("bench_stages").main(["--data", data, "--workload", kind, "--repeat", "1"]) == 0
@@ -112,3 +112,26 @@ def test_the_peers_side_lives_in_the_clone():
         readme = f.read()
     assert "python3 -m venv ~/.venvs/queuepipe-peers" in readme
     assert "benchmarks/make_data.py" in readme and "--peers-python" in readme
+
+
+def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
+    _, data = workload
+    from queuepipe import _core
+    from queuepipe.parsing import _walkers
+
+    core = _core.core
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline"]) == 0
+    assert _core.core is core  # the timing wrapper is taken off again
+    out = capsys.readouterr().out
+    share = r", \d+% of it in the core's walk_examples" if _walkers.core_available() else ""
+    assert re.search(r"^tokens: read_batch_features, one enqueue thread, 1200 records: [\d.]+ us "
+                     rf"of CPU per record{share}$", out, re.M), out
+
+
+def test_the_sequence_benchmark_times_each_path(capsys):
+    from queuepipe.parsing import _walkers
+
+    assert load("bench_sequence").main(["--records", "20", "--repeat", "1"]) == 0
+    paths = re.findall(r"^(pure|core): [\d.]+ us of CPU per SequenceExample",
+                       capsys.readouterr().out, re.M)
+    assert paths == (["pure", "core"] if _walkers.core_available() else ["pure"])

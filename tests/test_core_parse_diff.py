@@ -42,7 +42,10 @@ def _assert_agree(spec_index, records):
 def test_both_walkers_agree_on_random_and_hostile_batches(seed):
     # a seed of the fuzz generator (hypothesis's own random draws make shrinking too slow):
     # `python fuzz/fuzz_example.py -n 1 --seed S` replays a failing one
-    _assert_agree(*fz.random_batch(random.Random(seed)))
+    rng = random.Random(seed)
+    _assert_agree(*fz.random_batch(rng))
+    problem = fz.check_sequence(*fz.random_sequence(rng))
+    assert problem is None, problem
 
 
 def _entry(key, feature):
@@ -136,12 +139,37 @@ def test_the_walk_sets_present_whatever_the_buffer_held():
     assert (list(back), list(present)) == ([1, 0], [0, 1])
 
 
+_LISTS = fz.field(1, fz.field(1, b"v") + fz.field(2, fz.field(1, _INT64_LIST) * 2))
+_SEQUENCE_HOSTILE = {
+    "plain sequence": _example(_entry(b"i", _INT64_LIST)) + fz.field(2, _LISTS),
+    "lists first": fz.field(2, _LISTS) + _example(_entry(b"i", _INT64_LIST)),
+    "lists twice": fz.field(2, _LISTS) * 2,
+    "a step with no list": fz.field(2, fz.field(1, fz.field(1, b"v") + fz.field(2, b"\x0a\x00"))),
+    "a list of no steps": fz.field(2, fz.field(1, fz.field(1, b"q") + fz.field(2, b""))),
+    "a list with no value": fz.field(2, fz.field(1, fz.field(1, b"v"))),
+    "an unknown field in a list": fz.field(2, fz.field(1, fz.field(1, b"v") + fz.field(
+        2, fz.field(1, _INT64_LIST) + fz.field(2, b"")))),
+    "an empty context Feature": _example(_entry(b"i", b"")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HOSTILE) + sorted(_SEQUENCE_HOSTILE))
+@pytest.mark.parametrize("index", range(len(fz.SEQUENCE_SPECS)))
+def test_both_walkers_agree_on_hostile_sequence_examples(name, index):
+    problem = fz.check_sequence(index, {**_HOSTILE, **_SEQUENCE_HOSTILE}[name])
+    assert problem is None, problem
+
+
 def test_the_corpus_replays_without_disagreement():
     names = sorted(name for name in os.listdir(CORPUS) if not name.endswith(".md"))
     assert names, f"{CORPUS} is empty"
     for name in names:
         spec_index, records = fz.load(os.path.join(CORPUS, name))
-        assert fz.check(spec_index, records) is None, name
+        if spec_index >= fz.SEQUENCE_CORPUS:
+            for record in records:
+                assert fz.check_sequence(spec_index - fz.SEQUENCE_CORPUS, record) is None, name
+        else:
+            assert fz.check(spec_index, records) is None, name
 
 
 def test_the_corpus_format_round_trips(tmp_path):
@@ -179,3 +207,17 @@ def test_four_threads_parse_at_once_and_every_value_is_right():
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_the_core_takes_a_plain_sequence_example_itself():
+    from queuepipe.parsing import _specs
+
+    context, lists = fz.SEQUENCE_SPECS[0]
+    record = _SEQUENCE_HOSTILE["plain sequence"]
+    found = _walkers.core_sequence(
+        record, _specs._features(context, (qp.io.FixedLenFeature, qp.io.VarLenFeature), "c"),
+        _specs._features(lists, (qp.io.FixedLenSequenceFeature, qp.io.VarLenFeature), "s"),
+        list(lists.values()))
+    assert found is not None
+    assert found[0]["i"] == 5 and found[1]["v"].values.tolist() == [5, 5]
+    assert found[1]["v"].dense_shape.tolist() == [2, 1] and found[1]["q"].shape == (0, 2)

@@ -90,6 +90,22 @@ feature_result(const qp_feature *f)
                                          (Py_ssize_t)f->values.len);
 }
 
+/* 0 for QP_WALK_OK, else -1 with the walk's error raised. */
+static int
+raise_for(qp_walk_status status, const char *function)
+{
+    if (status == QP_WALK_NO_MEMORY) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (status == QP_WALK_BAD_ARGUMENT) {
+        PyErr_Format(PyExc_ValueError, "%s: a dense output is smaller than records x size",
+                     function);
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(walk_examples_doc,
 "walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
 "Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
@@ -193,15 +209,8 @@ walk_examples(PyObject *module, PyObject *args)
     status = qp_walk_examples(spans, (size_t)n_records, features, (size_t)n_features,
                               back.buf);
     Py_END_ALLOW_THREADS
-    if (status == QP_WALK_NO_MEMORY) {
-        PyErr_NoMemory();
+    if (raise_for(status, "walk_examples") < 0)
         goto done;
-    }
-    if (status == QP_WALK_BAD_ARGUMENT) {
-        PyErr_SetString(PyExc_ValueError,
-                        "walk_examples: a dense output is smaller than records x size");
-        goto done;
-    }
     result = PyTuple_New(n_features);
     if (result == NULL)
         goto done;
@@ -237,8 +246,157 @@ done:
     return result;
 }
 
+/* Reads a spec tuple of features into a calloc'ed array (*out, to PyMem_Free after
+ * qp_feature_release of each); lists: the third item is fixed_steps, every list RAGGED. */
+static int
+read_specs(PyObject *spec, int lists, qp_feature **out)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(spec);
+    qp_feature *features = PyMem_Calloc((size_t)n + 1, sizeof(qp_feature));
+    *out = features;
+    if (features == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (read_spec(PyTuple_GET_ITEM(spec, i), i, &features[i]) < 0)
+            return -1;
+        if (lists) {
+            features[i].fixed_steps = features[i].kind == QP_RAGGED;
+            features[i].kind = QP_RAGGED;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (features[j].key_len == features[i].key_len
+                && memcmp(features[j].key, features[i].key, features[i].key_len) == 0) {
+                PyErr_Format(PyExc_ValueError, "walk_sequence_example: spec[%zd] repeats a "
+                             "key", i);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* (held, count, values) of a context feature, or (steps, values) of a feature list. */
+static PyObject *
+sequence_result(const qp_feature *f, int list, uint8_t held, int64_t count)
+{
+    PyObject *values = feature_result(f);
+    if (values == NULL)
+        return NULL;
+    if (!list)
+        return Py_BuildValue("(OLN)", held ? Py_True : Py_False, (long long)count, values);
+    return Py_BuildValue("(NN)", PyByteArray_FromStringAndSize((const char *)f->steps.data,
+                                                             (Py_ssize_t)f->steps.len),
+                         values);
+}
+
+PyDoc_STRVAR(walk_sequence_example_doc,
+"walk_sequence_example(record, context_spec, list_spec, context_outs) -> tuple or None\n\n"
+"Walks one serialized SequenceExample (bytes) with the GIL released. context_spec and\n"
+"context_outs as walk_examples' spec and outs for one record; list_spec: per feature list\n"
+"(key bytes, dtype, fixed_steps, stride, required). Returns None when the pure path must\n"
+"parse the record, else (context, lists): per context feature (held, count, values), per\n"
+"list (a bytearray of each step's int64 count, values); values as walk_examples gives\n"
+"them.");
+
+static PyObject *
+walk_sequence_example(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *record, *context_spec, *list_spec, *outs;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:walk_sequence_example", &PyBytes_Type, &record,
+                          &PyTuple_Type, &context_spec, &PyTuple_Type, &list_spec,
+                          &PyTuple_Type, &outs))
+        return NULL;
+    Py_ssize_t n_context = PyTuple_GET_SIZE(context_spec);
+    Py_ssize_t n_lists = PyTuple_GET_SIZE(list_spec);
+    if (PyTuple_GET_SIZE(outs) != n_context) {
+        PyErr_Format(PyExc_ValueError, "walk_sequence_example: %zd outs for %zd features",
+                     PyTuple_GET_SIZE(outs), n_context);
+        return NULL;
+    }
+    PyObject *result = NULL, *context_out = NULL, *lists_out = NULL;
+    qp_feature *context = NULL, *lists = NULL;
+    Py_buffer *views = PyMem_Calloc((size_t)n_context + 1, sizeof(Py_buffer));
+    uint8_t *flags = PyMem_Calloc((size_t)(n_context + n_lists) + 1, 1);
+    int64_t *counts = PyMem_Calloc((size_t)(n_context + n_lists) + 1, sizeof(int64_t));
+    if (views == NULL || flags == NULL || counts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (read_specs(context_spec, 0, &context) < 0 || read_specs(list_spec, 1, &lists) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_context + n_lists; i++) {
+        qp_feature *f = i < n_context ? &context[i] : &lists[i - n_context];
+        f->present = &flags[i];
+        f->counts = &counts[i];
+    }
+    for (Py_ssize_t i = 0; i < n_context; i++) {
+        PyObject *out = PyTuple_GET_ITEM(outs, i);
+        int numbers = context[i].kind == QP_DENSE && context[i].dtype != QP_BYTES;
+        if ((out == Py_None) == numbers) {
+            PyErr_Format(PyExc_ValueError, "walk_sequence_example: outs[%zd] must be %s", i,
+                         numbers ? "a writable buffer" : "None");
+            goto done;
+        }
+        if (out == Py_None)
+            continue;
+        if (writable(out, &views[i], 0, "an output") < 0)
+            goto done;
+        context[i].dense = views[i].buf;
+        context[i].dense_len_bytes = (size_t)views[i].len;
+    }
+    qp_span span = {(const uint8_t *)PyBytes_AS_STRING(record),
+                    (size_t)PyBytes_GET_SIZE(record)};
+    uint8_t handed_back = 1;
+    qp_walk_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = qp_walk_sequence_example(span, context, (size_t)n_context, lists,
+                                      (size_t)n_lists, &handed_back);
+    Py_END_ALLOW_THREADS
+    if (raise_for(status, "walk_sequence_example") < 0)
+        goto done;
+    if (handed_back) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    context_out = PyTuple_New(n_context);
+    lists_out = PyTuple_New(n_lists);
+    if (context_out == NULL || lists_out == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_context + n_lists; i++) {
+        int list = i >= n_context;
+        qp_feature *f = list ? &lists[i - n_context] : &context[i];
+        PyObject *item = sequence_result(f, list, flags[i], counts[i]);
+        if (item == NULL)
+            goto done;
+        PyTuple_SET_ITEM(list ? lists_out : context_out, list ? i - n_context : i, item);
+    }
+    result = PyTuple_Pack(2, context_out, lists_out);
+done:
+    for (Py_ssize_t i = 0; context != NULL && i < n_context; i++)
+        qp_feature_release(&context[i]);
+    for (Py_ssize_t i = 0; lists != NULL && i < n_lists; i++)
+        qp_feature_release(&lists[i]);
+    for (Py_ssize_t i = 0; views != NULL && i < n_context; i++) {
+        if (views[i].obj != NULL)
+            PyBuffer_Release(&views[i]);
+    }
+    Py_XDECREF(context_out);
+    Py_XDECREF(lists_out);
+    PyMem_Free(context);
+    PyMem_Free(lists);
+    PyMem_Free(views);
+    PyMem_Free(flags);
+    PyMem_Free(counts);
+    return result;
+}
+
 static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
+    {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
+     walk_sequence_example_doc},
     {NULL, NULL, 0, NULL},
 };
 

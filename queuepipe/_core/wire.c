@@ -106,6 +106,9 @@ qp_feature_release(qp_feature *feature)
     free(feature->values.data);
     feature->values.data = NULL;
     feature->values.len = feature->values.cap = 0;
+    free(feature->steps.data);
+    feature->steps.data = NULL;
+    feature->steps.len = feature->steps.cap = 0;
 }
 
 /* --- The table of requested keys ---------------------------------------------------------- */
@@ -341,11 +344,17 @@ take_feature(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
 
 /* --- Records ------------------------------------------------------------------------------ */
 
-/* Walks the map entries [p, end) of record `row`; touched[] collects the features it took
- * (each once: a key twice hands the record back), *n_touched their number. */
+/* How a map entry's value is taken for a requested key: take_feature, or for a
+ * SequenceExample take_context or take_list. */
+typedef step (*take_value)(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end);
+
+/* Walks the map entries [p, end) of record `row`, each requested key's value taken by
+ * `take`; touched[] collects the features it took (each once: a key twice hands the record
+ * back), *n_touched their number. */
 static step
 walk_entries(const key_table *table, qp_feature *features, size_t row,
-             const uint8_t *p, const uint8_t *end, int32_t *touched, size_t *n_touched)
+             const uint8_t *p, const uint8_t *end, int32_t *touched, size_t *n_touched,
+             take_value take)
 {
     while (p < end) {
         const uint8_t *entry, *entry_end, *key, *key_end, *value, *value_end;
@@ -364,7 +373,7 @@ walk_entries(const key_table *table, qp_feature *features, size_t row,
         f->seen_in = row + 1;
         f->record_start = f->values.len;
         touched[(*n_touched)++] = index;
-        step taken = take_feature(f, row, value, value_end);
+        step taken = take(f, row, value, value_end);
         if (taken != STEP_TAKE)
             return taken;
     }
@@ -384,7 +393,8 @@ walk_record(const key_table *table, qp_feature *features, size_t n_features, siz
         if (seen_features || !read_field(&p, end, TAG_FIELD1, &start, &stop))
             return STEP_HAND_BACK;
         seen_features = 1;
-        step taken = walk_entries(table, features, row, start, stop, touched, n_touched);
+        step taken = walk_entries(table, features, row, start, stop, touched, n_touched,
+                                  take_feature);
         if (taken != STEP_TAKE)
             return taken;
     }
@@ -460,5 +470,133 @@ qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
     }
     free(touched);
     free(table.slots);
+    return status;
+}
+
+/* --- SequenceExamples ------------------------------------------------------------------- */
+
+/* A context Feature: as take_feature, but one with no list is handed back (the context reads
+ * it as present with no values, which the pure path decides). */
+static step
+take_context(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
+{
+    return p == end ? STEP_HAND_BACK : take_feature(f, row, p, end);
+}
+
+/* One step of a feature list: a Feature whose values go to f's scratch and whose count goes
+ * to f->steps; a step with no list, or (fixed_steps) another count than f->size, is handed
+ * back. */
+static step
+take_step(qp_feature *f, const uint8_t *p, const uint8_t *end)
+{
+    int64_t count = 0;
+    uint8_t held = 0;
+    int64_t *counts = f->counts;
+    uint8_t *present = f->present;
+    f->counts = &count;  /* take_feature writes row 0 of these */
+    f->present = &held;
+    step taken = p == end ? STEP_HAND_BACK : take_feature(f, 0, p, end);
+    f->counts = counts;
+    f->present = present;
+    if (taken != STEP_TAKE)
+        return taken;
+    if (f->fixed_steps && (uint64_t)count != f->size)
+        return STEP_HAND_BACK;
+    if (!scratch_reserve(&f->steps, sizeof count))
+        return STEP_NO_MEMORY;
+    memcpy(f->steps.data + f->steps.len, &count, sizeof count);
+    f->steps.len += sizeof count;
+    return STEP_TAKE;
+}
+
+/* A FeatureList [p, end): its steps, one Feature each. */
+static step
+take_list(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        const uint8_t *start, *stop;
+        if (!read_field(&p, end, TAG_FIELD1, &start, &stop))
+            return STEP_HAND_BACK;
+        step taken = take_step(f, start, stop);
+        if (taken != STEP_TAKE)
+            return taken;
+    }
+    f->present[row] = 1;
+    return STEP_TAKE;
+}
+
+/* Walks the SequenceExample [p, end) with both key tables. */
+static step
+walk_sequence(const key_table *tables, qp_feature *context, size_t n_context,
+              qp_feature *lists, size_t n_lists, const uint8_t *p, const uint8_t *end,
+              int32_t *touched)
+{
+    int seen[2] = {0, 0};
+    while (p < end) {
+        const uint8_t *start, *stop;
+        int which;
+        if (read_field(&p, end, TAG_FIELD1, &start, &stop))
+            which = 0;
+        else if (read_field(&p, end, TAG_FIELD2, &start, &stop))
+            which = 1;
+        else
+            return STEP_HAND_BACK;  /* another field, or malformed */
+        if (seen[which])
+            return STEP_HAND_BACK;  /* protobuf would merge the two */
+        seen[which] = 1;
+        size_t n_touched = 0;
+        step taken = which == 0
+            ? walk_entries(&tables[0], context, 0, start, stop, touched, &n_touched,
+                           take_context)
+            : walk_entries(&tables[1], lists, 0, start, stop, touched, &n_touched, take_list);
+        if (taken != STEP_TAKE)
+            return taken;
+    }
+    for (size_t i = 0; i < n_context; i++) {
+        qp_feature *f = &context[i];
+        if (f->present[0])
+            continue;
+        if (f->kind == QP_DENSE && f->required)
+            return STEP_HAND_BACK;
+        if (f->kind == QP_RAGGED)
+            f->counts[0] = 0;
+    }
+    for (size_t i = 0; i < n_lists; i++) {
+        if (!lists[i].present[0] && lists[i].required)
+            return STEP_HAND_BACK;
+    }
+    return STEP_TAKE;
+}
+
+qp_walk_status
+qp_walk_sequence_example(qp_span record, qp_feature *context, size_t n_context,
+                         qp_feature *lists, size_t n_lists, uint8_t *handed_back)
+{
+    for (size_t i = 0; i < n_context; i++) {
+        if (!outputs_fit(&context[i], 1))
+            return QP_WALK_BAD_ARGUMENT;
+        context[i].seen_in = 0;
+    }
+    for (size_t i = 0; i < n_lists; i++) {
+        if (lists[i].kind != QP_RAGGED)
+            return QP_WALK_BAD_ARGUMENT;
+        lists[i].seen_in = 0;
+    }
+    key_table tables[2] = {{NULL, 0}, {NULL, 0}};
+    size_t most = n_context > n_lists ? n_context : n_lists;
+    int32_t *touched = malloc((most ? most : 1) * sizeof(int32_t));
+    qp_walk_status status = QP_WALK_NO_MEMORY;
+    if (touched != NULL && table_build(&tables[0], context, n_context)
+        && table_build(&tables[1], lists, n_lists)) {
+        step taken = walk_sequence(tables, context, n_context, lists, n_lists, record.data,
+                                   record.data + record.len, touched);
+        if (taken != STEP_NO_MEMORY) {
+            *handed_back = taken == STEP_HAND_BACK;
+            status = QP_WALK_OK;
+        }
+    }
+    free(touched);
+    free(tables[0].slots);
+    free(tables[1].slots);
     return status;
 }

@@ -66,6 +66,11 @@ typedef struct {
     /* Outputs owned by the walk: RAGGED int64/float values of the accepted records, in record
      * order; for QP_BYTES, a qp_span per value (DENSE or RAGGED) of the accepted records. */
     qp_scratch values;
+    /* Feature lists (qp_walk_sequence_example) only: fixed_steps, set by the caller, makes
+     * every step hold exactly `size` values (a FixedLenSequenceFeature; else a VarLenFeature),
+     * and `steps` gets each step's count, an int64 per step. */
+    int fixed_steps;
+    qp_scratch steps;
     /* Walk state. */
     size_t seen_in;       /* 1 + the index of the record that last held the key */
     size_t record_start;  /* values.len when that record first touched the feature */
@@ -79,6 +84,18 @@ typedef struct {
 qp_walk_status qp_walk_examples(const qp_span *records, size_t n_records,
                                 qp_feature *features, size_t n_features,
                                 uint8_t *handed_back);
+
+/* Walks one serialized SequenceExample: its context features as qp_walk_examples walks one
+ * record (row 0 of their outputs; a Feature with no list is handed back, since the context
+ * reads it as present and empty), and its feature lists, each step taken as a row of a
+ * RAGGED feature into `values` and `steps` (present[0] = 1 where the list is there). The
+ * plain encoding only, as for Examples: context and feature_lists at most once each, map
+ * entries of a key and a value, a FeatureList of Features, each with exactly one list; a
+ * list `required` and absent hands the record back too. *handed_back is 1 when the caller's
+ * pure path must parse the record (the outputs are then meaningless), else 0. */
+qp_walk_status qp_walk_sequence_example(qp_span record, qp_feature *context, size_t n_context,
+                                        qp_feature *lists, size_t n_lists,
+                                        uint8_t *handed_back);
 
 /* Frees a feature's scratch (safe to call twice, and on a zeroed feature). */
 void qp_feature_release(qp_feature *feature);

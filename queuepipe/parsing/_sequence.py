@@ -8,19 +8,15 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
+from queuepipe.parsing import _walkers
 from queuepipe.parsing._example import _batch_names, _batch_records
 from queuepipe.parsing._record import (_check_entries, _has_unknown_fields, _lazy_maps,
                                        _name_text, _protobuf, _suspicious)
-from queuepipe.parsing._sinks import _RaggedOut, _sparse_1d
+from queuepipe.parsing._sinks import _RaggedOut, _shaped, _sparse_1d
 from queuepipe.parsing._specs import (_SEQ, _VAR, FixedLenFeature, FixedLenSequenceFeature,
                                       VarLenFeature, _features)
 from queuepipe.protos import _wire
 from queuepipe.sparse import stack
-
-
-def _shaped(values, shape):
-    """A flat array as ``shape``; a scalar comes out as a NumPy scalar or ``bytes``."""
-    return values[0] if shape == () else values.reshape(shape)
 
 
 def _values(feature, entry, where, unlisted):
@@ -148,9 +144,16 @@ def parse_single_sequence_example(
         missing, or a step holds the wrong data type or number of values; TF's words.
     """
     del name
+    return _parse_sequence(serialized, context_features, sequence_features, example_name,
+                           _walkers.sequence)
+
+
+def _parse_sequence(serialized, context_features, sequence_features, example_name, walker):
+    """:func:`parse_single_sequence_example` with the walker that tries the record first
+    (see :mod:`._walkers`; the general path takes what it leaves)."""
     context, sequence, sequence_specs = _sequence_specs(context_features, sequence_features)
     return _parse_one(bytes(serialized), context, sequence, sequence_specs,
-                      _name_text(example_name))
+                      _name_text(example_name), walker)
 
 
 def _sequence_specs(context_features, sequence_features):
@@ -168,8 +171,12 @@ def _sequence_specs(context_features, sequence_features):
     return context, sequence, list(sequence_specs.values())
 
 
-def _parse_one(data, context, sequence, sequence_specs, label):
-    """``(context, sequence)`` outputs of the SequenceExample ``data`` named ``label``."""
+def _parse_one(data, context, sequence, sequence_specs, label, walker=_walkers.sequence):
+    """``(context, sequence)`` outputs of the SequenceExample ``data`` named ``label``: the
+    ``walker``'s when it takes the record, else the general path's (and its errors)."""
+    plain = walker(data, context, sequence, sequence_specs)
+    if plain is not None:
+        return plain
     lead = f"Invalid protocol message input, example id: {label}"  # TF's words
     try:
         message = _protobuf()[1].FromString(data)

@@ -102,3 +102,8 @@ def _unbatch(value):
 def _sparse_1d(values):
     return SparseValue(np.arange(len(values), dtype=np.int64)[:, None], values,
                        np.array([len(values)], dtype=np.int64))
+
+
+def _shaped(values, shape):
+    """A flat array as ``shape``; a scalar comes out as a NumPy scalar or ``bytes``."""
+    return values[0] if shape == () else values.reshape(shape)

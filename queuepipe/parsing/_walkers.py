@@ -15,14 +15,17 @@ For one record (``parse_single_example``), ``single(record, features) -> outputs
 gives the record's outputs as ``parse_single_example`` returns them, or None to leave the
 record to the general path (which raises the errors): :func:`pure_single` reads it with
 protobuf (:func:`._single._parse_single_plain`), :func:`core_single` with the wire walk.
+For one SequenceExample, ``sequence(record, context, lists, list_specs) -> (context
+outputs, sequence outputs) or None`` likewise: :func:`pure_sequence` leaves every record
+to the general path (protobuf), :func:`core_sequence` takes the plain ones.
 
-:data:`walk` and :data:`single` are the core's when the core is loaded (see
-:mod:`queuepipe._core`), else the pure ones.
+:data:`walk`, :data:`single` and :data:`sequence` are the core's when the core is loaded
+(see :mod:`queuepipe._core`), else the pure ones.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -30,11 +33,11 @@ from queuepipe import _core
 from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
 from queuepipe.parsing._single import _parse_single_plain
-from queuepipe.parsing._sinks import _sparse_1d
-from queuepipe.parsing._specs import _FIXED, _VAR
+from queuepipe.parsing._sinks import _RaggedOut, _shaped, _sparse_1d
+from queuepipe.parsing._specs import _FIXED, _SEQ, _VAR
 
-__all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "core_available",
-           "walk", "single"]
+__all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "pure_sequence",
+           "core_sequence", "core_available", "walk", "single", "sequence"]
 
 Walker = Callable[[List[bytes], Sequence, Sequence], Sequence[int]]
 
@@ -47,8 +50,9 @@ def pure_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
 
 
 def core_available() -> bool:
-    """Whether the compiled core is loaded and has the Example walk."""
-    return _core.core is not None and hasattr(_core.core, "walk_examples")
+    """Whether the compiled core is loaded and has the Example walks."""
+    return _core.core is not None and hasattr(_core.core, "walk_examples") \
+        and hasattr(_core.core, "walk_sequence_example")
 
 
 def _compiled() -> Any:
@@ -133,13 +137,8 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     if handed_back[0]:
         return None
     out = {}
-    values: Any
-    for feature, values, result, held in zip(features, outs, results, present):
-        if feature.dtype == _dtypes.string:
-            values = np.empty(len(result), dtype=object)
-            values[:] = result
-        elif result is not None:  # a bytearray: the array owns writable memory
-            values = np.frombuffer(result, dtype=feature.dtype)
+    for feature, dense, result, held in zip(features, outs, results, present):
+        values = _values(feature, dense, result)
         if feature.kind == _VAR:
             out[feature.key] = _sparse_1d(values)
         elif feature.kind != _FIXED:  # rows of the sequence feature's shape
@@ -148,11 +147,64 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
         else:
             if not held:  # absent: the default (the walk leaves a required feature)
                 values = feature.default.copy()
-            out[feature.key] = values[0] if not feature.shape else values.reshape(
-                feature.shape)
+            out[feature.key] = _shaped(values, feature.shape)
     return out
+
+
+def _values(feature, out: Optional[np.ndarray], result: Any) -> Any:
+    """A feature's flat values from what the walk gave: its dense output ``out``, a list of
+    bytes (an object array), or a bytearray of numbers (the array owns writable memory)."""
+    if feature.dtype == _dtypes.string:
+        values = np.empty(len(result), dtype=object)
+        values[:] = result
+        return values
+    return out if result is None else np.frombuffer(result, dtype=feature.dtype)
+
+
+def pure_sequence(record: bytes, context: Sequence, lists: Sequence,
+                  list_specs: Sequence) -> Optional[Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """The pure path takes a SequenceExample with protobuf (in ``._sequence``): None."""
+    return None
+
+
+def core_sequence(record: bytes, context: Sequence, lists: Sequence,
+                  list_specs: Sequence) -> Optional[Tuple[Dict[str, Any], Dict[str, Any]]]:
+    """One SequenceExample's ``(context, sequence)`` outputs by the compiled walk, as
+    ``parse_single_sequence_example`` returns them; None when the walk leaves the record."""
+    outs = tuple(np.empty(feature.size, dtype=feature.dtype)
+                 if feature.kind == _FIXED and feature.dtype != _dtypes.string else None
+                 for feature in context)
+    list_spec = tuple((feature.key.encode("utf-8"), _DTYPE_CODES[feature.dtype],
+                       feature.kind == _SEQ, feature.size,
+                       feature.kind == _SEQ and not spec.allow_missing)
+                      for feature, spec in zip(lists, list_specs))
+    found = _compiled().walk_sequence_example(record, _core_spec(context), list_spec, outs)
+    if found is None:
+        return None
+    context_out: Dict[str, Any] = {}
+    for feature, out, (held, _, result) in zip(context, outs, found[0]):
+        values = _values(feature, out, result)
+        if feature.kind == _VAR:
+            context_out[feature.key] = _sparse_1d(values)
+        else:
+            context_out[feature.key] = _shaped(values if held else feature.default,
+                                               feature.shape)
+    sequence_out: Dict[str, Any] = {}
+    for feature, (steps, result) in zip(lists, found[1]):
+        values = _values(feature, None, result)
+        counts = np.frombuffer(steps, dtype=np.int64)
+        if feature.kind == _SEQ:
+            sequence_out[feature.key] = values.reshape((len(counts),) + feature.shape)
+            continue
+        sink = _RaggedOut(feature, len(counts))
+        sink.put_ragged(np.arange(len(counts)), counts, values)
+        sequence_out[feature.key] = sink.finish()
+    return context_out, sequence_out
 
 
 walk: Walker = core_walk if core_available() else pure_walk
 single: Callable[[bytes, Sequence], Optional[Dict[str, Any]]] = (
     core_single if core_available() else pure_single)
+sequence: Callable[[bytes, Sequence, Sequence, Sequence],
+                   Optional[Tuple[Dict[str, Any], Dict[str, Any]]]] = (
+    core_sequence if core_available() else pure_sequence)
