@@ -381,3 +381,12 @@ def test_a_build_without_a_compiler_warns_once_or_fails_when_the_core_is_require
         assert run.returncode == 0
         assert run.stderr.count("WARNING: queuepipe's compiled core was not built (") == 1
         assert "queuepipe will run on its pure-Python path" in run.stderr
+
+
+def test_unframe_refuses_lengths_not_aligned_for_int64(core):
+    # lengths are read as int64_t: at an odd address that load was undefined (UBSan: load of
+    # misaligned address), whatever x86 made of it
+    lengths = memoryview(bytearray(9))[1:]
+    with pytest.raises(ValueError, match=r"^unframe: lengths starts at an address that is not "
+                                         r"a multiple of 8 \(int64\)$"):
+        core.unframe([_frames._frame(b"x")], lengths)

@@ -283,6 +283,12 @@ py_unframe(PyObject *self, PyObject *args)
                      "%zd frames", lengths.len, n, n);
         goto done;
     }
+    /* all_intact reads lengths as int64_t: a misaligned buffer would be a misaligned load. */
+    if ((uintptr_t)lengths.buf % sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "unframe: lengths starts at an address that is not "
+                        "a multiple of 8 (int64)");
+        goto done;
+    }
     views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
     data_lengths = PyMem_Malloc((n ? (size_t)n : 1) * sizeof(size_t));
     if (views == NULL || data_lengths == NULL) {
