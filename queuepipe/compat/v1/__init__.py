@@ -77,6 +77,16 @@ def _no_op_function(name: str) -> Any:
     return initializer
 
 
+def get_collection(key: str, scope: Any = None) -> Any:
+    """TF1's ``tf.get_collection``: the default graph's collection ``key`` (a copy)."""
+    return get_default_graph().get_collection(key, scope)
+
+
+def add_to_collection(name: str, value: Any) -> None:
+    """TF1's ``tf.add_to_collection``, on the default graph."""
+    get_default_graph().add_to_collection(name, value)
+
+
 def _accepted(*args: Any, **kwargs: Any) -> None:
     """Accepted for TF1 code (eager execution and v2 behaviour do not exist here)."""
 
@@ -165,6 +175,7 @@ app = _Namespace("tf.app", {"flags": flags, "run": _flags.run})
 data = _Namespace("tf.data", {
     **{name: getattr(_data, name) for name in _data.__all__ if name != "experimental"},
     "experimental": _Namespace("tf.data.experimental", _data.experimental)})
+GraphKeys = _Namespace("tf.GraphKeys", {"SUMMARIES": _summary.SUMMARIES})
 summary = _Namespace("tf.summary", {name: getattr(_summary, name) for name in _summary.__all__})
 
 __all__ = sorted(name for name, value in globals().items()
