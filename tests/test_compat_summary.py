@@ -97,3 +97,14 @@ def test_float_images_map_non_finite_pixels_to_red():
     assert got.tag == "i/image" and (got.image.height, got.image.width) == (1, 2)
     png = Image.open(io.BytesIO(got.image.encoded_image_string))
     assert np.asarray(png).tolist() == [[[0, 127, 255], [255, 0, 0]]]
+
+
+def test_a_summary_built_by_hand_is_written(tmp_path):
+    writer = tf.summary.FileWriter(str(tmp_path))
+    writer.add_summary(tf.Summary(value=[tf.Summary.Value(tag="loss", simple_value=0.5)]), 3)
+    writer.flush()
+    writer.close()
+    writer.close()  # idempotent
+    assert _events(str(tmp_path)) == [
+        {"step": 3, "values": [{"tag": "loss", "simple_value": 0.5}]}]
+    assert tf.summary.Summary is tf.Summary and tf.summary.Event is tf.Event

@@ -29,6 +29,7 @@ from queuepipe.compat.v1.graph import (
     Graph, Operation, Session, Tensor, get_default_graph, no_op,
 )
 from queuepipe.coordinator import Coordinator, LooperThread
+from queuepipe.protos._events import HistogramProto as _HistogramProto
 
 
 class _Namespace:
@@ -176,6 +177,7 @@ data = _Namespace("tf.data", {
     **{name: getattr(_data, name) for name in _data.__all__ if name != "experimental"},
     "experimental": _Namespace("tf.data.experimental", _data.experimental)})
 GraphKeys = _Namespace("tf.GraphKeys", {"SUMMARIES": _summary.SUMMARIES})
+Summary, Event, HistogramProto = _summary.Summary, _summary.Event, _HistogramProto
 summary = _Namespace("tf.summary", {name: getattr(_summary, name) for name in _summary.__all__})
 
 __all__ = sorted(name for name, value in globals().items()

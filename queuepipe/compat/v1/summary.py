@@ -14,7 +14,8 @@ Evaluating a summary evaluates its input, in the same run as the other fetches (
 with a training fetch is dequeued once). TF1's input functions add their queues' fill
 summaries (``<scope>/fraction_of_<capacity>_full``, ``shuffle_batch``'s
 ``fraction_over_<min>_of_<capacity - min>_full``) to the same collection, so ``merge_all``
-includes them, as in TF. ``text``, ``audio`` and ``tensor_summary`` are accepted and give an
+includes them, as in TF. ``tf.Summary`` / ``tf.summary.Summary`` (and ``Event``) are TF's protos, for summaries a
+training loop builds by hand. ``text``, ``audio`` and ``tensor_summary`` are accepted and give an
 empty ``Summary``; ``FileWriter.add_graph`` is accepted and writes no graph (there is none).
 """
 
@@ -28,10 +29,10 @@ import numpy as np
 from queuepipe import events
 from queuepipe.compat.v1.graph import Tensor, get_default_graph
 from queuepipe.errors import InvalidArgumentError
-from queuepipe.protos._events import Summary
+from queuepipe.protos._events import Event, Summary
 
 __all__ = ["scalar", "image", "histogram", "text", "audio", "tensor_summary", "merge",
-           "merge_all", "FileWriter"]
+           "merge_all", "FileWriter", "Summary", "Event"]
 
 SUMMARIES = "summaries"  # TF's GraphKeys.SUMMARIES
 _BAD_COLOR = np.array([255, 0, 0, 255], dtype=np.uint8)  # ImageSummary's default bad_color
