@@ -18,13 +18,15 @@ from PIL import Image
 
 
 def build(tf):
-    """The graph; returns ``(merged, user)``: ``merge_all()`` and the merge of the
-    ``"user"`` collection (the summaries of a batch, which dequeue it)."""
+    """The graph; returns ``(merged, user, shuffled)``: ``merge_all()``, the merge of the
+    ``"user"`` collection (the summaries of a batch, which dequeue it), and a batch whose
+    fill summary ``merged`` holds (kept, as a program keeps the batches it builds)."""
     numbers = tf.train.range_input_producer(10, num_epochs=1, shuffle=False, capacity=16)
     batch = tf.train.batch([tf.cast(numbers.dequeue(), tf.float32)], 4, capacity=12)
     words = tf.train.string_input_producer([b"a", b"b"], num_epochs=3, shuffle=False,
                                            capacity=8)
-    tf.train.shuffle_batch([words.dequeue()], 2, capacity=10, min_after_dequeue=2, seed=3)
+    shuffled = tf.train.shuffle_batch([words.dequeue()], 2, capacity=10, min_after_dequeue=2,
+                                      seed=3)
     user = ["user"]
     with tf.name_scope("stats"):
         tf.summary.scalar("mean", tf.reduce_mean(batch), collections=user)
@@ -38,14 +40,15 @@ def build(tf):
     tf.summary.scalar("constant", tf.constant(2.5))
     tf.summary.image("rgb", tf.constant(np.arange(12, dtype=np.uint8).reshape(1, 2, 2, 3)),
                      max_outputs=1)
-    return tf.summary.merge_all(), tf.summary.merge_all("user")
+    return tf.summary.merge_all(), tf.summary.merge_all("user"), shuffled
 
 
 def run(tf, logdir):
     """Builds and runs the program, writing steps 0, 10 and 20 to ``logdir``."""
     seen = {}
     with tf.Graph().as_default():
-        merged, user = build(tf)
+        merged, user, shuffled = build(tf)  # shuffled kept, as a program keeps it
+        seen["shuffled"] = shuffled.name
         seen["collection"] = [t.name for t in tf.get_collection(tf.GraphKeys.SUMMARIES)]
         seen["user_collection"] = [t.name for t in tf.get_collection("user")]
         seen["stats_scope"] = [t.name for t in tf.get_collection("user", scope="stats/m")]

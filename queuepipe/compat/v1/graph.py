@@ -22,7 +22,6 @@ import operator
 import re
 import threading
 import time
-import weakref
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, cast
 
 import numpy as np
@@ -417,7 +416,6 @@ class _ProcessGraph(Graph):
     def __init__(self):  # no pipeline of its own: see the property
         self._names = _Names()
         self._closers = []
-        self._by_pipeline: Any = weakref.WeakKeyDictionary()
 
     @property
     def pipeline(self) -> Pipeline:
@@ -425,8 +423,14 @@ class _ProcessGraph(Graph):
 
     @property
     def _collections(self) -> Dict[str, List[Any]]:  # type: ignore[override]
-        """The collections of the default pipeline of the moment (they go with it)."""
-        return self._by_pipeline.setdefault(self.pipeline, {})
+        """The collections of the default pipeline of the moment, kept on it so that they
+        go with it (a summary holds the batches of its queue, which hold the pipeline: a
+        table beside it would keep both alive)."""
+        pipeline = self.pipeline
+        collections = getattr(pipeline, "_compat_collections", None)
+        if collections is None:
+            collections = pipeline._compat_collections = {}  # type: ignore[attr-defined]
+        return collections
 
 
 _local = threading.local()

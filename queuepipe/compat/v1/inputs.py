@@ -381,7 +381,7 @@ def _batches(native: Callable[..., Any], tensors_list: Sequence[Any], keep_input
     # TF's scope: maybe_batch's is "batch", maybe_shuffle_batch_join's "shuffle_batch_join"
     kwargs["name"] = _scoped(kwargs["name"] or native.__name__.replace("maybe_", ""))
     batches = native(producers_ if joined else producers_[0], **kwargs)
-    _batch_fill_summary(kwargs["name"], batches, kwargs.get("min_after_dequeue"))
+    _batch_fill_summary(kwargs["name"], batches.queue, kwargs.get("min_after_dequeue"))
     node = Tensor(lambda: batches.dequeue(timeout=run_timeout()),
                   output_of=f"{kwargs['name']}:0")
     rows = None if kwargs.get("allow_smaller_final_batch") else kwargs["batch_size"]
@@ -403,22 +403,17 @@ def _batches(native: Callable[..., Any], tensors_list: Sequence[Any], keep_input
     return node
 
 
-def _batch_fill_summary(scope: str, batches: Any, min_after_dequeue: Optional[int]) -> None:
+def _batch_fill_summary(scope: str, queue: Any, min_after_dequeue: Optional[int]) -> None:
     """The fill summary TF1's batching adds: ``fraction_of_<capacity>_full``, or for a shuffle
     ``fraction_over_<min>_of_<capacity - min>_full``, the fill above ``min_after_dequeue``.
-    The summary holds ``batches``, so that the graph keeps its runner as TF's graph keeps the
-    queue of a batch nobody fetches."""
-    capacity = batches.queue.capacity
-
-    def size() -> int:
-        return batches.queue.size()
-
+    It holds the queue, not the batches: batches whose output nobody keeps are dropped as
+    before (their queue closed, their runner never run), and so is the pipeline."""
     if min_after_dequeue is None:
-        _fraction_of_full(scope, capacity, size)
+        _fraction_of_full(scope, queue.capacity, queue.size)
         return
-    above = capacity - min_after_dequeue
+    above = queue.capacity - min_after_dequeue
     _fill_summary(scope, f"fraction_over_{min_after_dequeue}_of_{above}_full",
-                  lambda: np.float32(max(0, size() - min_after_dequeue))
+                  lambda: np.float32(max(0, queue.size() - min_after_dequeue))
                   * np.float32(1.0 / above))
 
 
