@@ -108,3 +108,22 @@ def test_a_summary_built_by_hand_is_written(tmp_path):
     assert _events(str(tmp_path)) == [
         {"step": 3, "values": [{"tag": "loss", "simple_value": 0.5}]}]
     assert tf.summary.Summary is tf.Summary and tf.summary.Event is tf.Event
+
+
+def test_queue_summaries_keep_neither_dropped_batches_nor_their_pipeline():
+    import gc
+    import weakref
+
+    import queuepipe as qp
+
+    def build():
+        with qp.Pipeline().as_default() as pipeline:  # the process graph builds into it
+            names = tf.train.string_input_producer([b"a"], num_epochs=1)
+            tf.train.batch([names.dequeue()], 1)  # its output dropped
+            assert [t.name for t in tf.get_collection(tf.GraphKeys.SUMMARIES)] == [
+                "input_producer/fraction_of_32_full:0", "batch/fraction_of_32_full:0"]
+            return weakref.ref(pipeline)
+
+    pipeline = build()
+    gc.collect()
+    assert pipeline() is None
