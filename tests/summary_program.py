@@ -43,9 +43,23 @@ def build(tf):
     return tf.summary.merge_all(), tf.summary.merge_all("user"), shuffled
 
 
+def queue_summary_names(tf):
+    """The summaries the other input functions add, by name (built, not run)."""
+    with tf.Graph().as_default():
+        x, = tf.train.slice_input_producer([tf.constant([1.0, 2.0, 3.0])], shuffle=False)
+        with tf.name_scope("input"):
+            kept = [tf.train.maybe_batch([x], tf.constant(True), 2, capacity=6),
+                    tf.train.maybe_shuffle_batch([x], 2, 8, 3, tf.constant(True)),
+                    tf.train.batch_join([[x], [x]], 2, capacity=5),
+                    tf.train.shuffle_batch_join([[x]], 2, capacity=9, min_after_dequeue=4),
+                    tf.train.input_producer(tf.constant([[1], [2]]), summary_name="mine")]
+        return {"names": [t.name for t in tf.get_collection(tf.GraphKeys.SUMMARIES)],
+                "built": len(kept)}
+
+
 def run(tf, logdir):
     """Builds and runs the program, writing steps 0, 10 and 20 to ``logdir``."""
-    seen = {}
+    seen = {"queue_summary_names": queue_summary_names(tf)}
     with tf.Graph().as_default():
         merged, user, shuffled = build(tf)  # shuffled kept, as a program keeps it
         seen["shuffled"] = shuffled.name
