@@ -29,7 +29,7 @@ import numpy as np
 
 from queuepipe.records import TFRecordWriter
 
-__all__ = ["SummaryWriter"]
+__all__ = ["SummaryWriter", "scalar_value", "image_value"]
 
 _FILE_VERSION = "brain.Event:2"  # what TF's and TensorBoard's writers put in the first event
 _writers = itertools.count()  # tells apart the files of writers made in the same second
@@ -73,17 +73,24 @@ class SummaryWriter:
             self._records.write(event.SerializeToString())
             self._records.flush()
 
-    def _summary(self, step: int, wall_time: Optional[float], values: list) -> None:
+    def add_summary(self, summary: Any, step: int, wall_time: Optional[float] = None) -> None:
+        """Writes one event holding ``summary``: a ``Summary`` proto or its serialized bytes
+        (what TF1's summary ops give; fields queuepipe's proto lacks are kept as they are)."""
         event = self._event(wall_time=time.time() if wall_time is None else wall_time,
                             step=int(step))
-        event.summary.value.extend(values)
+        data = summary if isinstance(summary, bytes) else summary.SerializeToString()
+        event.summary.MergeFromString(data)
         self._write(event)
+
+    def _summary(self, step: int, wall_time: Optional[float], values: list) -> None:
+        summary = _summary_class()()
+        summary.value.extend(values)
+        self.add_summary(summary, step, wall_time)
 
     def scalars(self, values: Mapping[str, float], step: int,
                 wall_time: Optional[float] = None) -> None:
         """Writes one event holding a scalar per tag (``tf.summary.scalar``'s form)."""
-        value = self._event().summary.Value
-        self._summary(step, wall_time, [value(tag=tag, simple_value=float(number))
+        self._summary(step, wall_time, [scalar_value(tag, number)
                                         for tag, number in values.items()])
 
     def histogram(self, tag: str, values: Any, step: int, bins: int = 30,
@@ -91,7 +98,7 @@ class SummaryWriter:
         """Writes the distribution of ``values`` (any shape, flattened) in ``bins`` buckets
         (``tf.summary.histogram``'s form: each bucket's right edge and count)."""
         data = np.asarray(values, dtype=np.float64).reshape(-1)
-        summary_value = self._event().summary.Value(tag=tag)
+        summary_value = _summary_class().Value(tag=tag)
         histo = summary_value.histo
         if data.size:
             counts, edges = np.histogram(data, bins=bins)
@@ -105,26 +112,10 @@ class SummaryWriter:
     def image(self, tag: str, image: Any, step: int, wall_time: Optional[float] = None) -> None:
         """Writes one image (uint8 ``[h, w]`` or ``[h, w, 1|3|4]``; floats taken as ``[0,
         1]``) as a PNG (``tf.summary.image``'s form). Needs Pillow (the ``[image]`` extra)."""
-        try:
-            from PIL import Image
-        except ImportError as e:
-            raise ImportError("SummaryWriter.image needs Pillow: "
-                              "pip install '<queuepipe checkout>[image]'") from e
         pixels = np.asarray(image)
         if pixels.dtype.kind == "f":
             pixels = (np.clip(pixels, 0, 1) * 255 + 0.5).astype(np.uint8)
-        if pixels.ndim == 3 and pixels.shape[2] == 1:
-            pixels = pixels[..., 0]
-        if pixels.ndim not in (2, 3) or pixels.ndim == 3 and pixels.shape[2] not in (3, 4):
-            raise ValueError(f"image {tag!r}: need [h, w] or [h, w, 1|3|4], got shape "
-                             f"{pixels.shape}")
-        png = io.BytesIO()
-        Image.fromarray(pixels.astype(np.uint8)).save(png, "PNG")
-        summary_value = self._event().summary.Value(tag=tag)
-        summary_value.image.height, summary_value.image.width = pixels.shape[:2]
-        summary_value.image.colorspace = 1 if pixels.ndim == 2 else pixels.shape[2]
-        summary_value.image.encoded_image_string = png.getvalue()
-        self._summary(step, wall_time, [summary_value])
+        self._summary(step, wall_time, [image_value(tag, pixels)])
 
     def close(self) -> None:
         """Closes the file. Idempotent."""
@@ -138,3 +129,40 @@ class SummaryWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _summary_class() -> Any:
+    from queuepipe.protos._events import Summary
+    return Summary
+
+
+def scalar_value(tag: str, number: float) -> Any:
+    """A ``Summary.Value`` holding one scalar (float32, as TF stores it)."""
+    return _summary_class().Value(tag=tag, simple_value=float(number))
+
+
+def image_value(tag: str, pixels: Any) -> Any:
+    """A ``Summary.Value`` holding ``pixels`` (uint8 ``[h, w]`` or ``[h, w, 1|3|4]``) as a PNG.
+
+    Raises:
+      ValueError: another shape.
+      ImportError: Pillow is missing (the ``[image]`` extra).
+    """
+    try:
+        from PIL import Image
+    except ImportError as e:
+        raise ImportError("writing an image summary needs Pillow: "
+                          "pip install '<queuepipe checkout>[image]'") from e
+    pixels = np.asarray(pixels)
+    if pixels.ndim == 3 and pixels.shape[2] == 1:
+        pixels = pixels[..., 0]
+    if pixels.ndim not in (2, 3) or pixels.ndim == 3 and pixels.shape[2] not in (3, 4):
+        raise ValueError(f"image {tag!r}: need [h, w] or [h, w, 1|3|4], got shape "
+                         f"{pixels.shape}")
+    png = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8)).save(png, "PNG")
+    summary_value = _summary_class().Value(tag=tag)
+    summary_value.image.height, summary_value.image.width = pixels.shape[:2]
+    summary_value.image.colorspace = 1 if pixels.ndim == 2 else pixels.shape[2]
+    summary_value.image.encoded_image_string = png.getvalue()
+    return summary_value

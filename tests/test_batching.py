@@ -1280,3 +1280,88 @@ def test_state_dict_of_read_batch_features_interrupted_before_its_first_element(
     state = batches.state_dict()
     resumed = read_batch_features(pattern, 4, FEATURES, num_epochs=1, state=state)
     assert Counter(int(i) for b in resumed for i in b["id"]) == Counter(range(60))
+
+
+# -- Batches.monitor: a QueueMonitor owned by the batches ----------------------------------------
+
+
+def _monitor_threads():
+    return [t for t in threading.enumerate() if t.name == "queuepipe/monitor"]
+
+
+def _tensorboard_steps(logdir):
+    """step -> tags of each summary event in ``logdir``, read with tensorboard's reader."""
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+    (name,) = os.listdir(logdir)
+    return {event.step: sorted(v.tag for v in event.summary.value)
+            for event in LegacyEventFileLoader(os.path.join(logdir, name)).Load()
+            if event.HasField("summary")}
+
+
+def test_a_monitor_of_batches_writes_tensorboard_and_stops_when_the_input_ends(tmp_path):
+    batches = batch(rows(10), 4, capacity=8)
+    monitor = batches.monitor(logdir=str(tmp_path), interval=60)
+    assert monitor.running
+    got = [b[0].tolist() for b in batches]
+    assert got == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert not monitor.running and _monitor_threads() == []
+    steps = _tensorboard_steps(str(tmp_path))
+    assert sorted(steps) == [0, 1]  # the sample at the start, and the last one at the stop
+    fill = f"{batches.queue.name}/fraction_of_8_full"
+    assert fill in steps[0] and f"{batches.queue.name}/dequeued_per_sec" in steps[1]
+
+
+def test_closing_batches_stops_their_monitor(tmp_path):
+    batches = shuffle_batch(rows(10, num_epochs=None), 2, capacity=8, min_after_dequeue=2)
+    monitor = batches.monitor(logdir=str(tmp_path), interval=60)
+    next(batches)
+    batches.close()
+    assert not monitor.running and _monitor_threads() == []
+    assert sorted(_tensorboard_steps(str(tmp_path))) == [0, 1]
+
+
+def test_a_failed_dequeue_stops_the_monitor(monkeypatch):
+    batches = batch(rows(10, num_epochs=None), 2, capacity=8)
+    monitor = batches.monitor(interval=60)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batches.queue, "dequeue_many", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        next(batches)
+    assert not monitor.running and _monitor_threads() == []
+    batches.close()
+
+
+def test_garbage_collected_batches_stop_their_monitor():
+    def watch_a_little():
+        batches = batch(rows(10, num_epochs=None), 2, capacity=8)
+        monitor = batches.monitor(interval=60)
+        next(batches)
+        return monitor  # the batches are dropped, neither closed nor exhausted
+
+    with pytest.warns(ResourceWarning, match=r"were not closed"):
+        monitor = watch_a_little()
+        gc.collect()
+    assert not monitor.running and _monitor_threads() == []
+
+
+def test_batches_have_one_monitor_and_none_after_they_end():
+    with batch(rows(4), 2, capacity=8) as batches:
+        batches.monitor(interval=60)
+        with pytest.raises(RuntimeError, match=r"^batches of queue '.*' already have a monitor"):
+            batches.monitor(interval=60)
+    with pytest.raises(RuntimeError, match=r"^batches of queue '.*' have ended"):
+        batches.monitor(interval=60)
+    assert _monitor_threads() == []
+
+
+def test_read_batch_features_batches_have_a_monitor_too(shards, tmp_path):
+    batches = read_batch_features(shards, 16, FEATURES, num_epochs=1, queue_capacity=64,
+                                  seed=5)
+    monitor = batches.monitor(logdir=str(tmp_path), interval=60)
+    assert sum(len(parsed["id"]) for parsed in batches) == 60
+    assert not monitor.running and _monitor_threads() == []
+    steps = _tensorboard_steps(str(tmp_path))
+    assert f"{batches.queue.name}/fraction_of_64_full" in steps[0]

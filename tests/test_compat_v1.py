@@ -373,22 +373,6 @@ def test_logging_prints_at_the_verbosity_set(capsys):
     assert capsys.readouterr().err == "INFO:queuepipe.tf1:step 3\n"
 
 
-def test_summaries_are_accepted_and_run_nothing():
-    with tf.Graph().as_default():
-        q = tf.FIFOQueue(4, [tf.int64], shapes=[[]])
-        value = q.dequeue()
-        tf.summary.scalar("value", tf.cast(value, tf.float32))
-        tf.summary.image("images", tf.constant(np.zeros((1, 2, 2, 1))))
-        merged = tf.summary.merge_all()
-        writer = tf.summary.FileWriter("/tmp/unused")
-        with tf.Session() as sess:
-            sess.run(q.enqueue_many([np.arange(2)]))
-            assert sess.run(merged) == b""  # no dequeue behind it
-            writer.add_summary(sess.run(merged), 0)
-            assert int(sess.run(q.size())) == 2
-        writer.close()
-
-
 def test_names_outside_the_input_pipeline_say_so():
     with pytest.raises(NotImplementedError, match=r"^tf\.train\.Saver is not provided by "
                                                   r"queuepipe\.compat\.v1: it is outside the "

@@ -14,6 +14,7 @@ from queuepipe.batching._arguments import _Structure
 from queuepipe.batching._deferred import _DeferredQueue
 from queuepipe.coordinator import Coordinator
 from queuepipe.errors import DeadlineExceededError, InvalidArgumentError, OutOfRangeError
+from queuepipe.monitor import QueueMonitor
 from queuepipe.runner import Pipeline, QueueRunner, RunnerGroup
 
 _log = logging.getLogger(__name__)
@@ -81,11 +82,12 @@ class Batches:
         self._handed = False  # the last batch taken was returned, not yet counted delivered
         self._replay = 0  # batches a loaded state says to pass over before the next one
         self._on_stop: List[Callable[[], None]] = []  # closers of what the runners used
+        self._monitors: List[QueueMonitor] = []  # the one monitor() started, if any
         # Kept alive by weakref itself until detached: once the group is stopped, or its
         # registry (a root) would keep alive what the group reaches, this object too (by the
         # traceback of a runner's error that a dequeue raised here), and the files it read.
         self._finalizer = weakref.finalize(self, _stop_abandoned, self._group, self._on_stop,
-                                           queue)
+                                           queue, self._monitors)
 
     @property
     def queue(self) -> Any:
@@ -102,6 +104,55 @@ class Batches:
         """The Coordinator of the runners this object owns, or None while none of them runs
         under it (not started yet, or started by the caller's coordinator)."""
         return self._group.coord if self._group.started else None
+
+    def monitor(self, logdir: Optional[str] = None, interval: float = 1.0) -> QueueMonitor:
+        """Starts a :class:`~queuepipe.monitor.QueueMonitor` of this pipeline's queues, owned
+        by these batches: it stops (taking a last sample, closing its event file) when they
+        end, whichever way: the input is exhausted, a dequeue fails (a runner's error,
+        Ctrl-C), :meth:`close` or the end of a ``with`` block, or garbage collection. No
+        thread of it outlives them::
+
+            batches = qp.train.shuffle_batch(parse, 32, capacity=256, min_after_dequeue=64)
+            monitor = batches.monitor(logdir="runs/input")   # tensorboard --logdir runs
+            for batch in batches:
+                train_step(batch)
+            print(monitor.input_bound())
+
+        Args:
+          logdir: where to write TensorBoard event files (TF1's ``fraction_of_N_full`` tags
+            and the monitor's rates, see ``docs/tensorboard.md``); None writes nothing (the
+            monitor still keeps its samples for ``table()`` and ``input_bound()``).
+          interval: seconds between two samples.
+
+        Returns:
+          The running monitor.
+
+        Raises:
+          RuntimeError: these batches already have a monitor, or have ended.
+          ValueError: ``interval`` is not positive.
+        """
+        with self._lock:
+            if self._monitors:
+                raise RuntimeError(f"batches of queue '{self._queue.name}' already have a "
+                                   "monitor: use the one monitor() returned")
+            if self._group.stopped or self._queue.is_closed():
+                raise RuntimeError(f"batches of queue '{self._queue.name}' have ended: start "
+                                   "the monitor before taking the batches")
+            monitor = QueueMonitor(self._pipeline, interval, logdir=logdir)
+            self._monitors.append(monitor)
+        monitor.start()
+        return monitor
+
+    def _stop_monitor(self, quiet: bool) -> None:
+        """Stops the monitor, if any (once). ``quiet``: an error it raises is logged, not
+        raised (another exception is on its way)."""
+        try:
+            _stop_monitors(self._monitors)
+        except Exception:  # noqa: BLE001 - logged: the caller raises its own exception
+            if not quiet:
+                raise
+            _log.debug("Ignored an error while stopping the monitor of '%s'",
+                       self._queue.name, exc_info=True)
 
     def _ensure_started(self) -> None:
         """Starts the pipeline's runners if nobody did; decided once, at the first dequeue."""
@@ -180,11 +231,15 @@ class Batches:
         except DeadlineExceededError:
             raise
         except OutOfRangeError:
+            self._stop_monitor(quiet=True)  # first: its last sample still sees the queues
             self._stop()
             raise
         except BaseException as e:
             self._raised = e
-            self._stop()
+            try:
+                self._stop_monitor(quiet=True)
+            finally:
+                self._stop()
             raise
         return self._structure.restore(batch)
 
@@ -198,7 +253,7 @@ class Batches:
             raise StopIteration from None
 
     def close(self) -> None:
-        """Stops producing batches. Idempotent.
+        """Stops producing batches, and the :meth:`monitor` if there is one. Idempotent.
 
         Unless the caller's coordinator runs the pipeline, it stops the runners this object
         owns (requests stop, closes their queues cancelling pending enqueues) and joins their
@@ -213,13 +268,16 @@ class Batches:
         """
         with self._lock:
             foreign = self._checked_start and not self._owner
-        if foreign:
-            try:
-                self._queue.close(cancel_pending_enqueues=True)
-            finally:
-                _close_all(self._on_stop)
-        else:
-            self._stop_group()
+        try:
+            self._stop_monitor(quiet=False)  # first: its last sample still sees the queues
+        finally:
+            if foreign:
+                try:
+                    self._queue.close(cancel_pending_enqueues=True)
+                finally:
+                    _close_all(self._on_stop)
+            else:
+                self._stop_group()
 
     def _stop(self) -> None:
         """At the end of the input or on a failed dequeue: stops the runners this object
@@ -357,9 +415,26 @@ def _close_all(closers: List[Callable[[], None]]) -> None:
         closers.clear()
 
 
+def _stop_monitors(monitors: List[QueueMonitor]) -> None:
+    """Stops and forgets each monitor (its thread joined, its event file closed); each is
+    stopped by one caller, whichever threads call this together."""
+    while True:
+        try:
+            monitor = monitors.pop()
+        except IndexError:
+            return
+        monitor.stop()
+
+
 def _stop_abandoned(group: RunnerGroup, on_stop: List[Callable[[], None]],
-                    queue: _DeferredQueue) -> None:
-    """The finalizer of a :class:`Batches`: stops the runners it owns if nobody closed it."""
+                    queue: _DeferredQueue, monitors: List[QueueMonitor]) -> None:
+    """The finalizer of a :class:`Batches`: stops its monitor, and the runners it owns if
+    nobody closed it."""
+    try:
+        _stop_monitors(monitors)
+    except Exception:  # noqa: BLE001 - nobody is left to raise it to
+        _log.debug("Ignored an error while stopping the monitor of abandoned batches '%s'",
+                   group.name, exc_info=True)
     if group.stopped:
         return
     if not group.started:

@@ -29,6 +29,7 @@ from queuepipe.compat.v1.graph import (
     Graph, Operation, Session, Tensor, get_default_graph, no_op,
 )
 from queuepipe.coordinator import Coordinator, LooperThread
+from queuepipe.protos._events import HistogramProto as _HistogramProto
 
 
 class _Namespace:
@@ -75,6 +76,16 @@ def _no_op_function(name: str) -> Any:
     initializer.__name__ = name
     initializer.__doc__ = f"TF1's ``tf.{name}``: an op that does nothing (no variables here)."
     return initializer
+
+
+def get_collection(key: str, scope: Any = None) -> Any:
+    """TF1's ``tf.get_collection``: the default graph's collection ``key`` (a copy)."""
+    return get_default_graph().get_collection(key, scope)
+
+
+def add_to_collection(name: str, value: Any) -> None:
+    """TF1's ``tf.add_to_collection``, on the default graph."""
+    get_default_graph().add_to_collection(name, value)
 
 
 def _accepted(*args: Any, **kwargs: Any) -> None:
@@ -165,6 +176,8 @@ app = _Namespace("tf.app", {"flags": flags, "run": _flags.run})
 data = _Namespace("tf.data", {
     **{name: getattr(_data, name) for name in _data.__all__ if name != "experimental"},
     "experimental": _Namespace("tf.data.experimental", _data.experimental)})
+GraphKeys = _Namespace("tf.GraphKeys", {"SUMMARIES": _summary.SUMMARIES})
+Summary, Event, HistogramProto = _summary.Summary, _summary.Event, _HistogramProto
 summary = _Namespace("tf.summary", {name: getattr(_summary, name) for name in _summary.__all__})
 
 __all__ = sorted(name for name, value in globals().items()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, cast
@@ -296,6 +297,7 @@ class Graph:
         self.pipeline = Pipeline()
         self._names = _Names()
         self._closers: List[Callable[[], None]] = []
+        self._collections: Dict[str, List[Any]] = {}
 
     def as_default(self) -> "_GraphScope":
         return _GraphScope(self)
@@ -309,6 +311,20 @@ class Graph:
 
     def name_scope(self, name: Optional[str]) -> Any:
         return self._names.scope(name)
+
+    def add_to_collection(self, name: str, value: Any) -> None:
+        """Appends ``value`` to the collection ``name`` (TF's ``summaries`` holds the summary
+        tensors ``tf.summary.merge_all`` merges)."""
+        self._collections.setdefault(name, []).append(value)
+
+    def get_collection(self, name: str, scope: Optional[str] = None) -> List[Any]:
+        """The collection ``name`` (a copy), in the order added; with ``scope``, only the
+        items whose ``name`` matches it from the start (``re.match``), as TF filters."""
+        items = list(self._collections.get(name, ()))
+        if scope is None:
+            return items
+        pattern = re.compile(scope)
+        return [item for item in items if pattern.match(getattr(item, "name", ""))]
 
     def add_closer(self, close: Callable[[], None]) -> None:
         """``close`` runs when the next session of this graph closes (it stops the threads an
@@ -404,6 +420,17 @@ class _ProcessGraph(Graph):
     @property
     def pipeline(self) -> Pipeline:
         return get_default_pipeline()
+
+    @property
+    def _collections(self) -> Dict[str, List[Any]]:  # type: ignore[override]
+        """The collections of the default pipeline of the moment, kept on it so that they
+        go with it (a summary holds the batches of its queue, which hold the pipeline: a
+        table beside it would keep both alive)."""
+        pipeline = self.pipeline
+        collections = getattr(pipeline, "_compat_collections", None)
+        if collections is None:
+            collections = pipeline._compat_collections = {}  # type: ignore[attr-defined]
+        return collections
 
 
 _local = threading.local()

@@ -17,7 +17,7 @@ producer that evaluates the per-element graph once per element, in the runner th
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, cast
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from queuepipe.compat.v1.graph import (
 )
 from queuepipe.compat.v1.ops import constant_value
 from queuepipe.compat.v1.shapes import TensorShape
+from queuepipe.compat.v1.summary import scalar as _scalar_summary
 from queuepipe.errors import OutOfRangeError
 
 __all__ = [
@@ -238,6 +239,22 @@ def match_filenames_once(pattern: Any, name: Optional[str] = None) -> Tensor:
                          name=name or "matching_filenames")
 
 
+def _fill_summary(scope: str, tag: str, fill: Callable[[], Any]) -> None:
+    """TF1's summary of a queue's fill, ``<scope>/<tag>``, in the graph's summaries (what
+    ``tf.summary.merge_all`` merges): ``fill()`` as float32 at every evaluation."""
+    with get_default_graph().name_scope(f"{scope}/"):
+        _scalar_summary(tag, Tensor(lambda: np.float32(fill()), name="fill", shape=[],
+                                    dtype=np.float32))
+
+
+def _fraction_of_full(scope: str, capacity: int, size: Callable[[], int],
+                      tag: Optional[str] = None) -> None:
+    """``<scope>/fraction_of_<capacity>_full`` (or ``tag``): ``size() / capacity``, as TF's
+    producers and ``batch`` add it."""
+    _fill_summary(scope, tag or f"fraction_of_{capacity}_full",
+                  lambda: np.float32(size()) * np.float32(1.0 / capacity))
+
+
 def limit_epochs(tensor: Any, num_epochs: Optional[int] = None,
                  name: Optional[str] = None) -> Tensor:
     """TF1's ``tf.train.limit_epochs``: ``tensor``'s value, ``num_epochs`` runs, then
@@ -252,18 +269,24 @@ def string_input_producer(string_tensor: Any, num_epochs: Optional[int] = None,
                           shuffle: bool = True, seed: Optional[int] = None, capacity: int = 32,
                           shared_name: Optional[str] = None, name: Optional[str] = None,
                           cancel_op: Any = None) -> _Queue:
-    return _Queue(producers.string_input_producer(
+    scoped = _scoped(name or "input_producer")
+    queue = producers.string_input_producer(
         _constant(string_tensor), num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-        capacity=capacity, name=_scoped(name or "input_producer")))
+        capacity=capacity, name=scoped)
+    _fraction_of_full(scoped, capacity, queue.size)
+    return _Queue(queue)
 
 
 def range_input_producer(limit: int, num_epochs: Optional[int] = None, shuffle: bool = True,
                          seed: Optional[int] = None, capacity: int = 32,
                          shared_name: Optional[str] = None,
                          name: Optional[str] = None) -> _Queue:
-    return _Queue(producers.range_input_producer(
+    scoped = _scoped(name or "input_producer")
+    queue = producers.range_input_producer(
         _constant(limit), num_epochs=num_epochs, shuffle=shuffle, seed=seed, capacity=capacity,
-        name=_scoped(name or "input_producer")))
+        name=scoped)
+    _fraction_of_full(scoped, capacity, queue.size)
+    return _Queue(queue)
 
 
 def input_producer(input_tensor: Any, element_shape: Any = None,
@@ -274,10 +297,14 @@ def input_producer(input_tensor: Any, element_shape: Any = None,
     values = _constant(input_tensor)
     scoped = _scoped(name or "input_producer")
     if not callable(values) and np.ndim(values) >= 1 and len(values) == 0:
-        return _empty_producer(values, capacity, scoped)
-    return _Queue(producers.input_producer(
-        values, element_shape, num_epochs=num_epochs, shuffle=shuffle, seed=seed,
-        capacity=capacity, name=scoped))
+        made = _empty_producer(values, capacity, scoped)
+    else:
+        made = _Queue(producers.input_producer(
+            values, element_shape, num_epochs=num_epochs, shuffle=shuffle, seed=seed,
+            capacity=capacity, name=scoped))
+    if summary_name is not None:
+        _fraction_of_full(scoped, capacity, made.queue.size, summary_name)
+    return made
 
 
 def _empty_producer(values: Any, capacity: int, name: str) -> _Queue:
@@ -303,6 +330,10 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: Optional[int] =
     scoped = _scoped(name or "input_producer")
     take = producers.slice_input_producer(values, num_epochs=num_epochs, shuffle=shuffle,
                                           seed=seed, capacity=capacity, name=scoped)
+    # TF makes the index queue with range_input_producer inside this scope
+    index_queue = cast(Any, take).queue
+    _fraction_of_full(get_default_graph().unique_name(f"{scoped}/input_producer"), capacity,
+                      index_queue.size)
     row = Tensor(take, output_of=f"{scoped}:0")
     return [row.output(i, shape=np.shape(value)[1:], dtype=_static_dtype(value))
             for i, value in enumerate(values)]
@@ -347,8 +378,10 @@ def _batches(native: Callable[..., Any], tensors_list: Sequence[Any], keep_input
     if keep_input is not None:
         kwargs["keep_input"] = (lambda element: keeps.value) \
             if isinstance(keep_input, Tensor) else keep_input
-    kwargs["name"] = _scoped(kwargs["name"] or native.__name__)
+    # TF's scope: maybe_batch's is "batch", maybe_shuffle_batch_join's "shuffle_batch_join"
+    kwargs["name"] = _scoped(kwargs["name"] or native.__name__.replace("maybe_", ""))
     batches = native(producers_ if joined else producers_[0], **kwargs)
+    _batch_fill_summary(kwargs["name"], batches.queue, kwargs.get("min_after_dequeue"))
     node = Tensor(lambda: batches.dequeue(timeout=run_timeout()),
                   output_of=f"{kwargs['name']}:0")
     rows = None if kwargs.get("allow_smaller_final_batch") else kwargs["batch_size"]
@@ -368,6 +401,20 @@ def _batches(native: Callable[..., Any], tensors_list: Sequence[Any], keep_input
     info = static(0, like)
     node._shape, node._dtype = info["shape"], info["dtype"]
     return node
+
+
+def _batch_fill_summary(scope: str, queue: Any, min_after_dequeue: Optional[int]) -> None:
+    """The fill summary TF1's batching adds: ``fraction_of_<capacity>_full``, or for a shuffle
+    ``fraction_over_<min>_of_<capacity - min>_full``, the fill above ``min_after_dequeue``.
+    It holds the queue, not the batches: batches whose output nobody keeps are dropped as
+    before (their queue closed, their runner never run), and so is the pipeline."""
+    if min_after_dequeue is None:
+        _fraction_of_full(scope, queue.capacity, queue.size)
+        return
+    above = queue.capacity - min_after_dequeue
+    _fill_summary(scope, f"fraction_over_{min_after_dequeue}_of_{above}_full",
+                  lambda: np.float32(max(0, queue.size() - min_after_dequeue))
+                  * np.float32(1.0 / above))
 
 
 def _element_shape(component: Any, enqueue_many: bool) -> Optional[TensorShape]:
