@@ -40,7 +40,8 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
     from queuepipe.monitor import QueueMonitor
     from queuepipe.parsing import (
         decode_csv, decode_raw, FixedLenFeature, FixedLenSequenceFeature, parse_example,
-        parse_single_example, parse_single_sequence_example, SparseValue, VarLenFeature
+        parse_sequence_example, parse_single_example, parse_single_sequence_example,
+        SparseFeature, SparseValue, VarLenFeature
     )
     from queuepipe.producers import (
         input_producer, limit_epochs, match_filenames_once, range_input_producer,
@@ -83,8 +84,9 @@ _LAZY = table_of({
                          "FeatureLists", "BytesList", "FloatList", "Int64List", "make_example",
                          "make_sequence_example"],
     "queuepipe.parsing": ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature",
-                          "SparseValue", "parse_single_example", "parse_example",
-                          "parse_single_sequence_example", "decode_raw", "decode_csv"],
+                          "SparseFeature", "SparseValue", "parse_single_example",
+                          "parse_example", "parse_single_sequence_example",
+                          "parse_sequence_example", "decode_raw", "decode_csv"],
     "queuepipe.batching": ["Batches", "batch", "shuffle_batch", "batch_join",
                            "shuffle_batch_join", "maybe_batch", "maybe_shuffle_batch",
                            "maybe_batch_join", "maybe_shuffle_batch_join", "running"],

@@ -33,6 +33,7 @@ from typing import Dict, Iterator, Optional
 import numpy as np
 
 from queuepipe.errors import DataLossError, InvalidArgumentError
+from queuepipe.parsing._csv import _whole
 from queuepipe.protos import make_example
 
 __all__ = ["FORMATS", "guess_format", "read_idx", "find_idx_labels", "idx_examples",
@@ -162,9 +163,13 @@ def idx_examples(images_path: str, labels_path: Optional[str] = None) -> Iterato
 # ---------------------------------------------------------------------------------------------
 # CSV
 
-_INT = re.compile(r"[+-]?\d+")
-_FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)", re.I)
+# Patterns whose first match is their longest, read with _whole in one pass as decode_csv's
+# are (see queuepipe/parsing/_csv.py): "\d+\.?\d*" with fullmatch was quadratic in the digits
+# of a cell of digits and one bad character.
+_INT = re.compile(r"[+-]?(\d+)")
+_FLOAT = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|nan|infinity|inf)", re.I)
 _INT64_MAX = 2**63 - 1
+_INT64_DIGITS = 19  # past them a cell is out of range, and not given to int() (4,300 at most)
 
 
 def _csv(path: str, delimiter: str):
@@ -212,12 +217,17 @@ def csv_column_types(path: str, delimiter: str = ",") -> Dict[str, str]:
             if not cell or types[name] == "bytes":
                 continue
             seen.add(name)
-            if types[name] == "int64" and not (_INT.fullmatch(cell)
-                                               and abs(int(cell)) <= _INT64_MAX):
+            if types[name] == "int64" and not _is_int64(cell):
                 types[name] = "float"
-            if types[name] == "float" and not _FLOAT.fullmatch(cell):
+            if types[name] == "float" and not _whole(_FLOAT, cell):
                 types[name] = "bytes"
     return {name: kind if name in seen else "bytes" for name, kind in types.items()}
+
+
+def _is_int64(cell: str) -> bool:
+    match = _whole(_INT, cell)
+    return bool(match) and len(match[1].lstrip("0")) <= _INT64_DIGITS \
+        and abs(int(cell)) <= _INT64_MAX
 
 
 EMPTY_CELLS = ("error", "default", "absent")

@@ -10,7 +10,8 @@ if TYPE_CHECKING:  # for type checkers and the API pages; at run time the names 
     from queuepipe.images import decode_batch, decode_image, decode_jpeg, decode_png
     from queuepipe.parsing import (
         decode_csv, decode_raw, FixedLenFeature, FixedLenSequenceFeature, parse_example,
-        parse_single_example, parse_single_sequence_example, SparseValue, VarLenFeature
+        parse_sequence_example, parse_single_example, parse_single_sequence_example,
+        SparseFeature, SparseValue, VarLenFeature
     )
     from queuepipe.readers import (
         FixedLengthRecordReader, IdentityReader, KeyedRecordReader, ReaderBase, TextLineReader,

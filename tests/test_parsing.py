@@ -320,8 +320,11 @@ def test_batch_input_forms():
         qp.parse_example(np.array([record]), spec)
     with pytest.raises(TypeError, match=r"^serialized\[1\] must be bytes, got str"):
         qp.parse_example([record, "text"], spec)
-    with pytest.raises(ValueError, match=r"^example_names has 1 names for 2 records$"):
+    with pytest.raises(InvalidArgumentError, match=r"^Expected names have the same shape as "
+                                                   r"serialized: name\.shape=\[1\], "
+                                                   r"serialized\.shape=\[2\]$"):  # TF's words
         qp.parse_example([record, record], spec, example_names=["x"])
+    assert qp.parse_example([record], spec, example_names=[])  # no names, as in TF
 
 
 def test_records_of_one_length_with_varints_in_other_places_are_told_apart():
@@ -423,11 +426,11 @@ def test_decode_raw_batches_and_checks_lengths():
     column[:, 0] = rows[:2]
     assert qp.decode_raw(column, qp.uint8).shape == (2, 1, 8)
     with pytest.raises(InvalidArgumentError, match=r"^DecodeRaw requires input strings to all "
-                                                   r"be the same size, but element 2 has size 5 "
-                                                   r"!= 8"):
+                                                   r"be the same size, but element 2 has size 8 "
+                                                   r"!= 5"):  # TF's order: element 0's first
         qp.decode_raw(rows[:2] + [b"12345"], qp.uint8)
     with pytest.raises(InvalidArgumentError, match=r"^Input to DecodeRaw has length 5 that is "
-                                                   r"not a multiple of 4, the size of float32$"):
+                                                   r"not a multiple of 4, the size of float$"):
         qp.decode_raw(b"12345", qp.float32)
     padded = qp.decode_raw([b"\x01", b"\x02\x00\x00\x00\x09"], qp.int32, fixed_length=4)
     np.testing.assert_array_equal(padded, [[1], [2]])
@@ -575,10 +578,10 @@ def _batches(draw):
     return records, spec
 
 
-def _outcome(records, spec, walker):
+def _outcome(records, spec, walker, single=False):
     try:
         return parsing._parse_batch(records, parsing._example_features(spec), None,
-                                    walker=walker)
+                                    walker=walker, single=single)
     except InvalidArgumentError as e:
         return str(e)
 
@@ -623,7 +626,8 @@ def test_make_example_values_come_back_from_parse_example(dicts):
 
 
 def _single_by_protobuf(record, spec):
-    batch = parsing._parse_batch([record], parsing._example_features(spec), None, walker=None)
+    batch = parsing._parse_batch([record], parsing._example_features(spec), None, walker=None,
+                                 single=True)
     return {key: parsing._unbatch(value) for key, value in batch.items()}
 
 
@@ -818,7 +822,7 @@ def test_the_ragged_walk_decodes_varints_of_every_size(monkeypatch, bits):
 def test_parse_single_example_equals_the_general_path_record_by_record(batch):
     records, spec = batch
     for record in records:
-        general = _outcome([record], spec, None)
+        general = _outcome([record], spec, None, single=True)
         try:
             single = qp.io.parse_single_example(record, spec)
         except InvalidArgumentError as e:

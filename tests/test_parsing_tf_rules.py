@@ -68,8 +68,12 @@ def test_a_dense_feature_keeps_its_value_when_a_later_entry_is_empty():
     assert parse_both(FULL_A + EMPTY_A, sequence)["a"].tolist() == [7, 8]
 
 
-def test_a_sparse_feature_takes_the_last_entry_even_an_empty_one():
-    assert parse_both(FULL_A + EMPTY_A, SPARSE)["a"].values.tolist() == []  # TF: []
+def test_a_sparse_feature_given_twice_keeps_tfs_answer_in_each_of_its_two_parsers():
+    """TF's two kernels differ: parse_example takes the last entry even an empty one,
+    parse_single_example skips the empty one and keeps the earlier value."""
+    assert qp.parse_example([FULL_A + EMPTY_A] * 6, SPARSE)["a"].values.tolist() == []  # TF: []
+    single = qp.parse_single_example(FULL_A + EMPTY_A, SPARSE)["a"]
+    assert single.values.tolist() == [7, 8] and single.dense_shape.tolist() == [2]  # TF: [7, 8]
     assert parse_both(EMPTY_A + FULL_A, SPARSE)["a"].values.tolist() == [7, 8]
 
 
@@ -211,3 +215,79 @@ def test_a_sequence_example_damaged_only_where_not_asked_parses_as_in_tf():
                                                              r"not parse"):
         qp.parse_single_sequence_example(record, sequence_features={"t": qp.VarLenFeature(
             qp.int64)})
+
+
+# -- a Feature TF's parser cannot type ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("feature", [
+    field(5, 0, b"\x01"),  # only an unknown field
+    field(5, 2, b"\x08\x01"),
+    field(3, 0, b"\x05"),  # int64_list's field number with the varint wire type
+    field(0, 2, INTS),  # the list wrapped in a field numbered 0
+    field(5, 0, b"\x01") + INTS,  # an unknown field before the list
+], ids=["unknown varint", "unknown message", "known field wrong wire type", "field 0",
+        "unknown before the list"])
+def test_a_requested_feature_that_does_not_begin_with_a_list_is_tfs_error(feature):
+    """TF reads a Feature's type from its first byte: anything but a list's tag is an error
+    (protobuf reads the first three as an empty Feature, the default's case)."""
+    record = example(entry(b"a", feature))
+    for spec in (DENSE, SPARSE):
+        for parse in (lambda: qp.parse_single_example(record, spec),
+                      lambda: qp.parse_example([record] * 6, spec)):
+            with pytest.raises(qp.errors.InvalidArgumentError,
+                               match=r"^Name: <unknown>, Key: a, Index: 0\.  Unsupported "
+                                     r"datatype\."):  # TF: "Unsupported datatype."
+                parse()
+    unasked = example(entry(b"z", feature), entry(b"a"))
+    assert parse_both(unasked, DENSE)["a"].tolist() == [5, 6]  # TF: [5, 6]
+
+
+def test_map_entries_wrapped_in_a_field_numbered_0_are_tfs_error():
+    record = field(1, 2, field(0, 2, field(1, 2, entry(b"a"))))
+    for parse in (lambda: qp.parse_single_example(record, DENSE),
+                  lambda: qp.parse_example([record] * 6, SPARSE)):
+        with pytest.raises(qp.errors.InvalidArgumentError,
+                           match=r"Index: 0\.  Could not parse example input"):  # TF's words
+            parse()
+
+
+SEQUENCE = {"s": qp.FixedLenSequenceFeature([], qp.int64, allow_missing=True)}
+
+
+def steps(*features):
+    return b"".join(field(1, 2, feature) for feature in features)
+
+
+def lists(*entries):
+    return field(2, 2, b"".join(field(1, 2, e) for e in entries))
+
+
+def test_a_feature_list_entry_with_no_value_is_tfs_error():
+    record = lists(field(1, 2, b"s"))  # protobuf: an empty FeatureList, 0 steps
+    for spec in (SEQUENCE, {"s": qp.VarLenFeature(qp.int64)}):
+        with pytest.raises(qp.errors.InvalidArgumentError,
+                           match=r"^Invalid protocol message input, example id: <unknown>.*a "
+                                 r"map entry has no value"):  # TF's words
+            qp.parse_single_sequence_example(record, sequence_features=spec)
+    empty = lists(field(1, 2, b"s") + field(2, 2, b""))  # a value with no steps: TF's 0 steps
+    assert qp.parse_single_sequence_example(empty, sequence_features=SEQUENCE)[1]["s"] \
+        .shape == (0,)
+
+
+@pytest.mark.parametrize("feature", [field(5, 0, b"\x01"), field(3, 0, b"\x05"),
+                                     field(5, 0, b"\x01") + INTS],
+                         ids=["unknown", "wrong wire type", "unknown before the list"])
+def test_a_step_or_context_feature_that_does_not_begin_with_a_list_is_tfs_error(feature):
+    record = lists(entry(b"s", steps(INTS, feature)))
+    for spec in (qp.FixedLenSequenceFeature([2], qp.int64), qp.VarLenFeature(qp.int64)):
+        with pytest.raises(qp.errors.InvalidArgumentError,
+                           match=r"^Name: <unknown>, Feature list: s, Index: 1\.  Data types "
+                                 r"don't match\. Expected type: int64$"):  # TF's words
+            qp.parse_single_sequence_example(record, sequence_features={"s": spec})
+    record = example(entry(b"c", feature))
+    for spec in (qp.FixedLenFeature([], qp.int64, default_value=7), qp.VarLenFeature(qp.int64)):
+        with pytest.raises(qp.errors.InvalidArgumentError,
+                           match=r"^Name: <unknown>, Context feature: c\.  Data types don't "
+                                 r"match\. Expected type: int64$"):  # TF's words
+            qp.parse_single_sequence_example(record, context_features={"c": spec})

@@ -41,12 +41,14 @@ from queuepipe.parsing._csv import decode_csv
 from queuepipe.parsing._example import (_example_features, _parse_batch, parse_example,
                                         parse_single_example)
 from queuepipe.parsing._raw import decode_raw
-from queuepipe.parsing._sequence import parse_single_sequence_example
+from queuepipe.parsing._sequence import parse_sequence_example, parse_single_sequence_example
 from queuepipe.parsing._single import _no_parser
 from queuepipe.parsing._sinks import _sink, _unbatch
-from queuepipe.parsing._specs import FixedLenFeature, FixedLenSequenceFeature, VarLenFeature
+from queuepipe.parsing._specs import (FixedLenFeature, FixedLenSequenceFeature, SparseFeature,
+                                      VarLenFeature)
 from queuepipe.sparse import SparseValue
 
-__all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseValue",
+__all__ = ["FixedLenFeature", "VarLenFeature", "FixedLenSequenceFeature", "SparseFeature",
+           "SparseValue",
            "parse_single_example", "parse_example", "parse_single_sequence_example",
-           "decode_raw", "decode_csv"]
+           "parse_sequence_example", "decode_raw", "decode_csv"]

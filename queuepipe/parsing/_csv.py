@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import math
 import re
 from typing import Any, List, Optional, Sequence
 
@@ -14,12 +15,24 @@ from queuepipe.errors import InvalidArgumentError
 
 _CSV_DTYPES = {_dtypes.int32: "int32", _dtypes.int64: "int64", _dtypes.float32: "float",
                np.dtype(np.float64): "double", _dtypes.string: "string"}
-_INT_TEXT = re.compile(rb"\s*[+-]?[0-9]+\s*")
-_FLOAT_TEXT = re.compile(rb"\s*[+-]?(?:[0-9]+\.?[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+"
-                         rb"(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\s*", re.IGNORECASE)
+# The number patterns are read with _whole, in one forward pass: no two parts of a pattern
+# can take the same character (the digits after a decimal point come only after the point;
+# "infinity" is tried before "inf"), so the first match, all greedy, is the longest, and a
+# field is a number when it covers the whole field. fullmatch would backtrack through the
+# digits of "1" * n + "x" before failing (Python's re backtracks about 150 times slower than
+# it matches), and the pattern once written "[0-9]+\.?[0-9]*" tried every split of them:
+# quadratic in n, 5 s for a 16 KB field.
+_INT_TEXT = re.compile(rb"\s*([+-]?)([0-9]+)\s*")
+_FLOAT_TEXT = re.compile(rb"\s*[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                         rb"|infinity|inf|nan)\s*", re.IGNORECASE)
 # What strtod takes beyond decimals, as TF's parser does: hex floats, and nan(chars).
-_HEX_FLOAT_TEXT = re.compile(rb"\s*[+-]?0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?[0-9]+)?"
-                             rb"\s*", re.IGNORECASE)
+_HEX_FLOAT_TEXT = re.compile(rb"\s*[+-]?0x(?:[0-9a-f]+(?:\.[0-9a-f]*)?|\.[0-9a-f]+)"
+                             rb"(?:p[+-]?[0-9]+)?\s*", re.IGNORECASE)
+# More significant digits than any int64 has (19): out of range, and not given to int(), which
+# refuses more than 4,300 digits and is quadratic in them below that.
+_MAX_INT_DIGITS = 19
+# How much of a bad field or record an error quotes.
+_SHOWN = 40
 _NAN_TEXT = re.compile(rb"\s*[+-]?nan\([0-9a-z_]*\)\s*", re.IGNORECASE)
 
 
@@ -51,9 +64,12 @@ class _Column:
         if self.dtype not in _CSV_DTYPES:
             raise ValueError(f"record_defaults[{index}]: unsupported type {self.dtype} in "
                              f"{default!r}; use int32, int64, float32, float64 or string")
+        if values.ndim > 1:
+            raise InvalidArgumentError(f"Each record default should be at most rank 1: "
+                                       f"record_defaults[{index}] has shape {values.shape}")
         if values.size > 1:
-            raise ValueError(f"record_defaults[{index}] must hold one value or none, got "
-                             f"{default!r}")
+            raise InvalidArgumentError(f"There should only be 1 default per field but field "
+                                       f"{index} has {values.size}")
         self.default = self.convert(values.ravel()[0], None) if values.size else None
 
     def convert(self, value, where):
@@ -62,20 +78,47 @@ class _Column:
             return value.encode("utf-8") if isinstance(value, str) else bytes(value)
         if not isinstance(value, bytes):
             return self.dtype.type(value)
-        if self.dtype.kind == "f" and _HEX_FLOAT_TEXT.fullmatch(value):
-            return self.dtype.type(float.fromhex(value.strip().decode("ascii")))
-        if self.dtype.kind == "f" and _NAN_TEXT.fullmatch(value):
+        if self.dtype.kind == "f" and _whole(_HEX_FLOAT_TEXT, value):
+            return self.dtype.type(_from_hex(value.strip().decode("ascii")))
+        if self.dtype.kind == "f" and _whole(_NAN_TEXT, value):
             return self.dtype.type("nan")
-        pattern = _INT_TEXT if self.dtype.kind == "i" else _FLOAT_TEXT
-        if pattern.fullmatch(value):
-            number = int(value) if self.dtype.kind == "i" else float(value)
-            info = np.iinfo(self.dtype) if self.dtype.kind == "i" else None
+        if self.dtype.kind == "i":
+            match = _whole(_INT_TEXT, value)
+            digits = match[2].lstrip(b"0") if match else b""
+            if match and len(digits) <= _MAX_INT_DIGITS:
+                number = int(match[1] + digits) if digits else 0
+                info = np.iinfo(self.dtype)
+                if info.min <= number <= info.max:
+                    return self.dtype.type(number)
+        elif _whole(_FLOAT_TEXT, value):
             if self.dtype == _dtypes.float32:
-                return _float32(value, number)
-            if info is None or info.min <= number <= info.max:
-                return self.dtype.type(number)
+                return _float32(value, float(value))
+            return self.dtype.type(float(value))
         raise InvalidArgumentError(f"{where} is not a valid {_CSV_DTYPES[self.dtype]}: "
-                                   f"{value.decode('utf-8', 'backslashreplace')}")
+                                   f"{_shown(value)}")
+
+
+def _whole(pattern, text):
+    """The match of ``pattern`` that covers all of ``text``, or None; for the patterns above,
+    whose first match is their longest (see there), in one pass without backtracking."""
+    match = pattern.match(text)
+    return match if match is not None and match.end() == len(text) else None
+
+
+def _from_hex(text):
+    """A hex float as strtod reads it: past the largest double, an infinity (float.fromhex
+    raises OverflowError)."""
+    try:
+        return float.fromhex(text)
+    except OverflowError:
+        return -math.inf if text.startswith("-") else math.inf
+
+
+def _shown(text):
+    """At most the first ``_SHOWN`` bytes of ``text``, as text, and its size if it is longer:
+    an error names a field or record without quoting all of it."""
+    shown = text[:_SHOWN].decode("utf-8", "backslashreplace")
+    return shown if len(text) <= _SHOWN else f"{shown}... ({len(text)} bytes)"
 
 
 def _float32(text, wide):
@@ -120,7 +163,7 @@ def _csv_fields(record, delim, use_quote_delim, index, wanted=None):
                 if end < 0:
                     raise InvalidArgumentError(
                         f"Quoted field has to end with quote followed by delim or end, in "
-                        f"record {index}: {record!r}")
+                        f"record {index}: {_shown(record)}")
                 field += record[pos:end]
                 if record[end + 1:end + 2] == b'"':
                     field += b'"'
@@ -131,7 +174,7 @@ def _csv_fields(record, delim, use_quote_delim, index, wanted=None):
             if pos < size and record[pos:pos + 1] != delim:
                 raise InvalidArgumentError(
                     f"Quoted field has to end with quote followed by delim or end, in record "
-                    f"{index}: {record!r}")
+                    f"{index}: {_shown(record)}")
             fields.append(bytes(field))
         else:
             end = record.find(delim, pos)
@@ -140,7 +183,7 @@ def _csv_fields(record, delim, use_quote_delim, index, wanted=None):
             if (use_quote_delim and b'"' in field) or b"\r" in field or b"\n" in field:
                 raise InvalidArgumentError(
                     f"Unquoted fields cannot have quotes/CRLFs inside, in record {index}: "
-                    f"{record!r}")
+                    f"{_shown(record)}")
             fields.append(field)
             pos = end
         pos += 1  # past the delimiter
@@ -191,8 +234,9 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
         if any(b <= a for a, b in zip(select, select[1:])):
             raise ValueError(f"select_cols is not strictly increasing: {select}")
         if len(select) != len(columns):
-            raise ValueError(f"Length of select_cols ({len(select)}) and record_defaults "
-                             f"({len(columns)}) do not match")
+            raise ValueError(f"Length of select_cols and record_defaults do not match. "
+                             f"(select_cols has {len(select)} columns, record_defaults "
+                             f"{len(columns)})")
     scalar = isinstance(records, (str, bytes))
     array = np.asarray([records] if scalar else records, dtype=object)
     outputs = [np.empty(array.size, dtype=column.dtype) for column in columns]
@@ -207,10 +251,10 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
                                            f"{len(fields)} in record {index}")
             chosen = fields
         else:
-            if len(fields) <= select[-1]:
-                raise InvalidArgumentError(f"Expect at least {select[-1] + 1} fields (for "
-                                           f"select_cols) but have {len(fields)} in record "
-                                           f"{index}")
+            if len(fields) <= select[-1]:  # TF counts the selected columns found
+                found = sum(col < len(fields) for col in select)
+                raise InvalidArgumentError(f"Expect {len(select)} fields but have {found} in "
+                                           f"record {index}")
             chosen = [fields[col] for col in select]
         for column, field, out in zip(columns, chosen, outputs):
             number = column.index if select_cols is None else select[column.index]

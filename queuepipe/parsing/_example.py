@@ -7,7 +7,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from queuepipe.parsing import _walkers
+from queuepipe.errors import InvalidArgumentError
+from queuepipe.parsing import _composite, _walkers
 from queuepipe.parsing._record import _parse_record
 from queuepipe.parsing._single import _single_parser
 from queuepipe.parsing._sinks import _sink, _unbatch
@@ -15,11 +16,13 @@ from queuepipe.parsing._specs import (_MAX_CACHED, _SEQ, FixedLenFeature, FixedL
                                       VarLenFeature, _Feature, _features)
 
 
-def _batch_records(serialized):
-    """The records of a batch as a list of bytes, or TypeError saying what is wrong."""
+def _batch_records(serialized, kind="Example"):
+    """The records of a batch of ``kind`` (Example, SequenceExample) as a list of bytes, or
+    TypeError saying what is wrong."""
     if isinstance(serialized, (bytes, bytearray, memoryview, str)):
-        raise TypeError("parse_example takes a batch (a list or 1-D array of serialized "
-                        "Examples); use parse_single_example for one record")
+        function = "parse_example" if kind == "Example" else "parse_sequence_example"
+        raise TypeError(f"{function} takes a batch (a list or 1-D array of serialized "
+                        f"{kind}s); use parse_single_{function[6:]} for one record")
     if isinstance(serialized, np.ndarray):
         if serialized.dtype.kind == "S":
             raise TypeError("a NumPy bytes ('S') array drops the trailing zero bytes of each "
@@ -40,22 +43,26 @@ def _batch_records(serialized):
 
 
 def _batch_names(example_names, batch):
+    """The records' names, or None; an empty ``example_names`` is no names, as in TF."""
     if example_names is None:
         return None
     names = list(np.asarray(example_names, dtype=object).ravel())
+    if not names:
+        return None
     if len(names) != batch:
-        raise ValueError(f"example_names has {len(names)} names for {batch} records")
+        raise InvalidArgumentError(f"Expected names have the same shape as serialized: "
+                                   f"name.shape=[{len(names)}], serialized.shape=[{batch}]")
     return names
 
 
-def _parse_batch(records, features, names, walker=_walkers.walk):
+def _parse_batch(records, features, names, walker=_walkers.walk, single=False):
     """Parses a list of serialized Examples with normalized ``features``: the ``walker``
     (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest."""
     sinks = [_sink(feature, len(records)) for feature in features]
     left = walker(records, features, sinks) if walker else range(len(records))
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
-                      features, sinks)
+                      features, sinks, single)
     return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
 
 
@@ -96,22 +103,28 @@ class _ExampleFeatures(list):
     it: record length -> a function of a record of that length that returns its outputs, or
     None when the record is not laid out as the length's template (see _single_parser)."""
 
-    __slots__ = ("single_parsers", "lengths_seen", "core_spec")
+    __slots__ = ("single_parsers", "lengths_seen", "composite", "core_spec")
 
     def __init__(self, features):
         super().__init__(features)
         self.core_spec = None  # the features as the compiled walk takes them (._walkers)
+        # The spec as given when it holds a SparseFeature (built from the outputs of the
+        # VarLenFeatures it was expanded into: see _composite), else None.
+        self.composite: Optional[Dict[str, Any]] = None
         self.single_parsers: Dict[int, Callable[[bytes], Optional[Dict[str, Any]]]] = {}
         self.lengths_seen: set = set()
 
 
 def _new_example_features(features):
+    plain, composite = _composite.expand(features)
     parsed = _ExampleFeatures(_features(
-        features, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature), "features"))
-    for feature, spec in zip(parsed, features.values()):
+        plain, (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature), "features"))
+    for feature, spec in zip(parsed, plain.values()):
         if feature.kind == _SEQ and not spec.allow_missing:
             raise ValueError(f"feature {feature.key!r}: Unsupported: FixedLenSequenceFeature "
                              f"requires allow_missing to be True.")
+    if composite:
+        parsed.composite = dict(features)
     return parsed
 
 
@@ -122,8 +135,8 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
 
     Args:
       serialized: the records: a list, tuple or 1-D object array of ``bytes``.
-      features: feature key -> :class:`FixedLenFeature`, :class:`VarLenFeature` or
-        :class:`FixedLenSequenceFeature` (``allow_missing=True``).
+      features: feature key -> :class:`FixedLenFeature`, :class:`VarLenFeature`,
+        :class:`SparseFeature` or :class:`FixedLenSequenceFeature` (``allow_missing=True``).
       name: accepted for TF compatibility; unused.
       example_names: one name per record (for instance the keys a reader returned), quoted
         in errors as ``Name:``; ``<unknown>`` when not given.
@@ -131,7 +144,8 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
     Returns:
       feature key -> ``[batch, *shape]`` array for a FixedLenFeature,
       ``[batch, longest, *shape]`` (padded with its default) for a FixedLenSequenceFeature,
-      and a :class:`SparseValue` with ``[N, 2]`` indices for a VarLenFeature.
+      and a :class:`SparseValue` with ``[N, 2]`` indices for a VarLenFeature
+      (``[N, 1 + index keys]`` and dense shape ``[batch, *size]`` for a SparseFeature).
 
     Raises:
       InvalidArgumentError: a record does not parse, lacks a required feature, or holds a
@@ -141,8 +155,16 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
     """
     del name
     records = _batch_records(serialized)
-    return _parse_batch(records, _example_features(features),
-                        _batch_names(example_names, len(records)))
+    parsed_features = _example_features(features)
+    outputs = _parse_batch(records, parsed_features, _batch_names(example_names, len(records)))
+    return _with_composites(outputs, parsed_features)
+
+
+def _with_composites(outputs, parsed_features):
+    """``outputs`` with the SparseFeatures of the spec built (see :mod:`._composite`)."""
+    if parsed_features.composite is None:
+        return outputs
+    return _composite.merge(outputs, parsed_features.composite)
 
 
 def parse_single_example(serialized: bytes, features: Mapping[str, Any],
@@ -176,8 +198,8 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
     plain = parser(serialized)
     if plain is None:
         plain = _walkers.single(serialized, parsed_features)
-    if plain is not None:
-        return plain
-    names = None if example_names is None else [example_names]
-    batch = _parse_batch([serialized], parsed_features, names, walker=None)
-    return {key: _unbatch(value) for key, value in batch.items()}
+    if plain is None:
+        names = None if example_names is None else [example_names]
+        batch = _parse_batch([serialized], parsed_features, names, walker=None, single=True)
+        plain = {key: _unbatch(value) for key, value in batch.items()}
+    return _with_composites(plain, parsed_features)

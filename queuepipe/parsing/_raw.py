@@ -18,6 +18,15 @@ _DECODE_TYPES: Dict[Tuple[Any, bool], Tuple[np.dtype, np.dtype]] = {}
 _AS_STORED: Dict[Any, np.dtype] = {}
 
 
+# TF's names of the types NumPy names otherwise, for TF's words in errors.
+_TF_WORDS = {np.dtype(np.float16): "half", np.dtype(np.float32): "float",
+             np.dtype(np.float64): "double"}
+
+
+def _tf_word(dtype):
+    return _TF_WORDS.get(dtype, str(dtype))
+
+
 def _decode_types(out_type, little_endian):
     """The dtype decode_raw returns and the byte order it reads, or TypeError."""
     try:
@@ -44,7 +53,8 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
 
     Args:
       input_bytes: ``bytes``, or an array/list of bytes of any shape (a parsed string
-        feature). All of its elements must have the same length.
+        feature). All of its elements must have the same length. A ``str`` is taken as its
+        UTF-8 bytes, as TF takes a Python string.
       out_type: a numeric dtype (``qp.uint8``, ``qp.float32``, ...).
       little_endian: whether multi-byte values are stored little-endian (as TF writes them).
       fixed_length: if given, each string is cut or zero-padded to this many bytes first; it
@@ -73,19 +83,23 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
         if len(input_bytes) % dtype.itemsize:
             raise InvalidArgumentError(
                 f"Input to DecodeRaw has length {len(input_bytes)} that is not a multiple of "
-                f"{dtype.itemsize}, the size of {dtype}")
+                f"{dtype.itemsize}, the size of {_tf_word(dtype)}")
         if wire == dtype:
             return _frombuffer(bytearray(input_bytes), dtype)
         return np.frombuffer(input_bytes, dtype=wire).astype(dtype, copy=True)
-    scalar = isinstance(input_bytes, (bytes, bytearray, memoryview))
+    scalar = isinstance(input_bytes, (bytes, bytearray, memoryview, str))
     if scalar:
-        items, shape = [bytes(input_bytes)], ()
+        items, shape = [input_bytes], ()
     else:
         array = np.asarray(input_bytes, dtype=object)
         items, shape = array.ravel().tolist(), array.shape
     if not set(map(type, items)) <= {bytes}:
         for index, item in enumerate(items):
-            if not isinstance(item, (bytes, bytearray)):
+            if isinstance(item, str):  # as TF takes a Python string: its UTF-8 bytes
+                items[index] = item.encode("utf-8")
+            elif isinstance(item, (bytearray, memoryview)):
+                items[index] = bytes(item)
+            elif not isinstance(item, bytes):
                 raise TypeError(f"decode_raw: element {index} is {type(item).__name__}, "
                                 f"not bytes")
     if fixed_length is not None:
@@ -104,11 +118,12 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
         index = int(np.flatnonzero(lengths != length)[0])
         raise InvalidArgumentError(
             f"DecodeRaw requires input strings to all be the same size, but element "
-            f"{index} has size {lengths[index]} != {length} (the size of element 0)")
+            f"{index} has size {length} != {lengths[index]} (TF's words: element 0 has "
+            f"{length} bytes, element {index} {lengths[index]})")
     if length % dtype.itemsize:
         raise InvalidArgumentError(
             f"Input to DecodeRaw has length {length} that is not a multiple of "
-            f"{dtype.itemsize}, the size of {dtype}")
+            f"{dtype.itemsize}, the size of {_tf_word(dtype)}")
     if wire == dtype:  # joined into a bytearray: the array owns writable memory, no copy
         values = _frombuffer(bytearray().join(items), dtype)
     else:

@@ -33,32 +33,58 @@ def _name_text(name):
     return str(name)
 
 
-def _unparsable(data, where, problem):
+def _unparsable(data, lead, problem):
+    """TF's error for a record it cannot read: ``lead`` (TF's words, naming the record), a
+    short prefix of the record, and the ``problem``."""
     shown = repr(bytes(data[:48])) + ("..." if len(data) > 48 else "")
-    return InvalidArgumentError(f"{where}.  Could not parse example input, value: {shown} "
-                                f"({len(data)} bytes): {problem}")
+    return InvalidArgumentError(f"{lead}, value: {shown} ({len(data)} bytes): {problem}")
 
 
-def _check_entries(data, where, sequence=False):
+def _example_lead(name, index):
+    """TF's words for an Example it cannot read (a SequenceExample's are
+    ``Invalid protocol message input, example id: <name>``)."""
+    return f"Name: {name}, Index: {index}.  Could not parse example input"
+
+
+def _check_entries(data, lead, sequence=False):
     """Raises TF's error for a record whose map entries TF rejects (see
     :mod:`queuepipe.protos._wire`); called where such an entry could hide behind a default."""
     problem = _wire.map_problem(data, sequence)
     if problem:
-        raise _unparsable(data, where, f"{problem} (TensorFlow rejects the record; protobuf "
-                                       f"would read it)")
+        raise _unparsable(data, lead, f"{problem} (TensorFlow rejects the record; protobuf "
+                                      f"would read it)")
 
 
-def _parse_record(data, index, name, features, sinks):
-    """Parses record ``index`` of a batch into ``sinks``, raising TF's errors."""
+def _has_unknown_fields(message):
+    return len(_protobuf()[5](message)) > 0
+
+
+def _refuse_unlisted(data, key, name, index):
+    """Raises TF's error when an entry of ``key`` in the Example ``data`` holds a Feature that
+    TF's parser cannot type (see :func:`queuepipe.protos._wire.unlisted`). Called where
+    protobuf's reading shows a sign of one: a Feature with no list, or with unknown fields."""
+    if _wire.unlisted(data, key.encode("utf-8")) is not None:
+        raise InvalidArgumentError(
+            f"Name: {name}, Key: {key}, Index: {index}.  Unsupported datatype. (the Feature "
+            f"does not begin with an int64_list, float_list or bytes_list: TensorFlow rejects "
+            f"it; protobuf would skip what comes first)")
+
+
+def _parse_record(data, index, name, features, sinks, single=False):
+    """Parses record ``index`` of a batch into ``sinks``, raising TF's errors. ``single``:
+    for parse_single_example, whose TF kernel keeps the earlier value of a VarLenFeature
+    whose key comes again with an empty Feature (parse_example's takes the empty one)."""
     name = _name_text(name)
-    fmap, suspicious = _feature_map(data, f"Name: {name}, Index: {index}", features)
+    fmap, suspicious = _feature_map(data, name, index, features)
     for feature, sink in zip(features, sinks):
         entry = fmap.get(feature.key)
         kind = None if entry is None else entry.WhichOneof("kind")
+        if entry is not None and (kind is None or _has_unknown_fields(entry)):
+            _refuse_unlisted(data, feature.key, name, index)
         if kind is None and suspicious:
-            _check_entries(data, f"Name: {name}, Index: {index}")
+            _check_entries(data, _example_lead(name, index))
             suspicious = False  # checked: the record's entries are sound
-        if kind is None and entry is not None and feature.kind != _VAR:
+        if kind is None and entry is not None and (feature.kind != _VAR or single):
             entry = _last_listed(data, feature.key)
             kind = None if entry is None else entry.WhichOneof("kind")
         where = f"Name: {name}, Key: {feature.key}, Index: {index}.  "
@@ -88,14 +114,16 @@ def _parse_record(data, index, name, features, sinks):
         sink.put(index, feature.values(values))
 
 
-def _feature_map(data, where, features):
+def _feature_map(data, name, index, features):
     """``(map, suspicious)``: key -> Feature of the Example ``data``, as protobuf's map (when
     protobuf cannot parse the whole record, as TF reads it: see :func:`_lazy_maps`), and
     whether an entry TF rejects may hide behind a default (see :func:`_suspicious`)."""
     try:
         features_message = _protobuf()[0].FromString(data).features
     except _protobuf()[2] as e:
-        return _lazy_maps(data, where, e, [feature.key for feature in features])[0], False
+        return _lazy_maps(data, _example_lead(name, index), e,
+                          [feature.key for feature in features],
+                          check=lambda _, key: _refuse_unlisted(data, key, name, index))[0], False
     return features_message.feature, _suspicious(features_message)
 
 
@@ -120,11 +148,14 @@ def _suspicious(*maps):
     return False
 
 
-def _lazy_maps(data, where, cause, keys, list_keys=None):
+def _lazy_maps(data, lead, cause, keys, list_keys=None, *, check):
     """The maps of a record protobuf cannot parse as a whole, as TF reads it: the map entries
     must be whole (TF's rules), and only the requested features are parsed. Returns the
     context map (an Example's features) and, with ``list_keys``, a SequenceExample's feature
-    lists, each a dict key -> message (last entry winning, as in a map).
+    lists, each a dict key -> message (last entry winning, as in a map). ``check(map, key)``
+    (map 1: features, 2: feature lists) runs for each requested key once the entries are
+    found sound, before its messages are parsed: it raises TF's error for a Feature TF cannot
+    type, which protobuf might refuse with its own.
 
     Raises:
       InvalidArgumentError: the record does not split into map entries, an entry breaks TF's
@@ -132,8 +163,11 @@ def _lazy_maps(data, where, cause, keys, list_keys=None):
     """
     found = _wire.entries(data, sequence=list_keys is not None)
     if found is None:
-        raise _unparsable(data, where, cause) from cause
-    _check_entries(data, where, sequence=list_keys is not None)
+        raise _unparsable(data, lead, cause) from cause
+    _check_entries(data, lead, sequence=list_keys is not None)
+    for number, wanted in ((1, keys), (2, list_keys)):
+        for key in wanted or ():
+            check(number, key)
     _, _, decode_error, feature, feature_list, _ = _protobuf()
     maps = []
     for entries, wanted, message in ((found[1], keys, feature),
@@ -145,7 +179,7 @@ def _lazy_maps(data, where, cause, keys, list_keys=None):
                 try:
                     parsed[key.decode("utf-8")] = message.FromString(value)
                 except decode_error as e:
-                    raise _unparsable(data, where, f"the {message.__name__} of key "
+                    raise _unparsable(data, lead, f"the {message.__name__} of key "
                                       f"{key.decode('utf-8')!r} does not parse: {e}") from e
         maps.append(parsed)
     return maps
@@ -154,9 +188,9 @@ def _lazy_maps(data, where, cause, keys, list_keys=None):
 def _last_listed(data, key):
     """The last Feature under ``key`` in the Example ``data`` that holds a list, or None.
 
-    TF's rule for a dense feature whose key appears twice, the later entry an empty Feature:
-    the empty one is skipped and the earlier value stays (a map, last entry winning, has lost
-    it). Sparse features take the last entry, empty or not, as the map does.
+    TF's rule for a dense feature whose key appears twice, the later entry an empty Feature
+    (and for a sparse one in parse_single_example): the empty one is skipped and the earlier
+    value stays (a map, last entry winning, has lost it).
     """
     name, found = key.encode("utf-8"), None
     for entry_key, value in _wire.entries(data)[1]:

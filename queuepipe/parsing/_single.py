@@ -9,7 +9,7 @@ import operator
 import numpy as np
 
 from queuepipe import dtypes as _dtypes
-from queuepipe.parsing._record import _protobuf, _suspicious
+from queuepipe.parsing._record import _has_unknown_fields, _protobuf, _suspicious
 from queuepipe.parsing._sinks import _sparse_1d
 from queuepipe.parsing._specs import _FIXED, _MAX_CACHED, _VAR, _frombuffer
 from queuepipe.protos import _layout
@@ -165,8 +165,8 @@ def _varint_int64(data, start, size):
 def _parse_single_plain(data, features):
     """The outputs of one record whose FixedLenFeatures are all present with the right list
     and count, and whose VarLenFeatures hold the right list, built from the protobuf message;
-    None otherwise, for the general path to handle (absent features, sequence features,
-    errors with TF's words)."""
+    None otherwise, for the general path to handle (absent features, sequence features, an
+    empty Feature or one with unknown fields, errors with TF's words)."""
     example, _, decode_error, _, _, _ = _protobuf()
     try:
         features_message = example.FromString(data).features
@@ -177,6 +177,8 @@ def _parse_single_plain(data, features):
         if feature.kind == _VAR:
             entry = fmap.get(feature.key)
             kind = None if entry is None else entry.WhichOneof("kind")
+            if entry is not None and (kind is None or _has_unknown_fields(entry)):
+                return None  # a Feature TF may not type, or an earlier entry that TF keeps
             if kind is None:  # no values, unless an entry TF rejects hides there
                 if not checked and _suspicious(features_message):
                     return None  # the general path checks the entries
@@ -188,7 +190,8 @@ def _parse_single_plain(data, features):
                 return None
             continue
         entry = fmap.get(feature.key) if feature.kind == _FIXED else None
-        if entry is None or entry.WhichOneof("kind") != feature.list_name:
+        if entry is None or entry.WhichOneof("kind") != feature.list_name \
+                or _has_unknown_fields(entry):
             return None
         values = getattr(entry, feature.list_name).value
         if len(values) != feature.size:

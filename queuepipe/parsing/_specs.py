@@ -76,6 +76,9 @@ _DEFAULT_ITEM = {"string": "bytes or str", "int64": "an integer in int64's range
 
 
 def _spec_shape(shape, spec_name):
+    """``shape`` as a tuple of ints (a bare int ``n`` is ``[n]``, as TF reads it)."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
     try:
         dims = tuple(int(dim) for dim in shape)
     except (TypeError, ValueError):
@@ -144,6 +147,54 @@ class FixedLenSequenceFeature(collections.namedtuple(
         _spec_dtype(dtype, "FixedLenSequenceFeature")
         _check_default(default_value, dtype, "FixedLenSequenceFeature")
         return super().__new__(cls, shape, dtype, allow_missing, default_value)
+
+
+class SparseFeature(collections.namedtuple(
+        "SparseFeature", ["index_key", "value_key", "dtype", "size", "already_sorted"])):
+    """A sparse tensor built from an index feature (or several) and a value feature, as TF1's
+    ``tf.io.SparseFeature``.
+
+    Each record's ``value_key`` feature holds the values and each ``index_key`` feature the
+    index of every value along one dimension; the output is a :class:`SparseValue` with
+    indices ``[row, index...]`` (``[index...]`` from ``parse_single_example``), dense shape
+    ``[batch, *size]``, sorted by index unless ``already_sorted``.
+
+    Attributes:
+      index_key: the int64 feature holding the indices (a list of them for several
+        dimensions).
+      value_key: the feature holding the values.
+      dtype: ``qp.int64``, ``qp.float32`` or ``qp.string``: the values' type.
+      size: the dense size of the dimension (a list, one per index key).
+      already_sorted: whether the indices are sorted in each record (no sort is done).
+
+    Raises:
+      ValueError: a key is not a string, ``dtype`` is not int64, float32 or string, or
+        ``size`` does not give one non-negative size per index key.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, index_key, value_key, dtype, size, already_sorted=False):
+        keys = [index_key] if isinstance(index_key, str) else list(index_key)
+        if not keys or not all(isinstance(key, str) for key in keys) \
+                or not isinstance(value_key, str):
+            raise ValueError(f"SparseFeature: index_key must be a feature key or a list of "
+                             f"them and value_key a feature key, got {index_key!r} and "
+                             f"{value_key!r}")
+        _spec_dtype(dtype, "SparseFeature")
+        sizes = _spec_shape(size, "SparseFeature")
+        if len(sizes) != len(keys):
+            raise ValueError(f"sp_ids and vocab_size have to have equal lengths. "
+                             f"(SparseFeature: {len(keys)} index keys, size {size!r})")
+        return super().__new__(cls, index_key, value_key, dtype, size, already_sorted)
+
+    @property
+    def index_keys(self):
+        return [self.index_key] if isinstance(self.index_key, str) else list(self.index_key)
+
+    @property
+    def sizes(self):
+        return _spec_shape(self.size, "SparseFeature")
 
 
 # --- Normalized specs -----------------------------------------------------------------------

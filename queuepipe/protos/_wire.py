@@ -16,9 +16,12 @@ without looking inside them, so that a parser can read the requested ones alone.
 
 from typing import Dict, Iterator, List, Optional, Tuple
 
-__all__ = ["map_problem", "entries", "fields", "read_varint", "Malformed"]
+__all__ = ["map_problem", "entries", "unlisted", "fields", "read_varint", "Malformed"]
 
 _LEN = 2  # the wire type of length-delimited fields
+# The first byte of a Feature that holds a list: the tag of bytes_list, float_list or
+# int64_list (fields 1-3, length-delimited). TF's parser types a Feature by this byte alone.
+_LIST_TAGS = (0x0A, 0x12, 0x1A)
 
 
 class Malformed(Exception):
@@ -62,11 +65,14 @@ def fields(data: bytes, pos: int, end: int) -> Iterator[Tuple[int, int, int, int
 
 def _map_entries(data: bytes, sequence: bool) -> Iterator[Tuple[int, int, int]]:
     """Yields ``(map, start, stop)`` of each map entry: map 1 is an Example's features (a
-    SequenceExample's context), map 2 a SequenceExample's feature lists."""
+    SequenceExample's context), map 2 a SequenceExample's feature lists. A field numbered 0
+    in a map's message is Malformed: protobuf and TF both refuse it there."""
     maps = (1, 2) if sequence else (1,)
     for number, wire, start, stop in fields(data, 0, len(data)):
         if number in maps and wire == _LEN:
             for entry, entry_wire, entry_start, entry_stop in fields(data, start, stop):
+                if entry == 0:
+                    raise Malformed
                 if entry == 1 and entry_wire == _LEN:
                     yield number, entry_start, entry_stop
 
@@ -118,3 +124,38 @@ def entries(data: bytes, sequence: bool = False) -> Optional[Dict[int, List[Tupl
     except Malformed:
         return None
     return found
+
+
+def unlisted(data: bytes, key: bytes, sequence: bool = False,
+             steps: bool = False) -> Optional[int]:
+    """Where TF's parser refuses a Feature under ``key``: one that is not empty and does not
+    begin with a list's tag (it holds only an unknown field, a list's field number with
+    another wire type, a field numbered 0, or an unknown field before its list), which
+    protobuf reads as an empty Feature or as its list.
+
+    Looks at every entry of ``key`` in the Example ``data``'s features (with ``sequence``, a
+    SequenceExample's context) and returns the entry's position among them; with ``steps``,
+    at the steps of the feature list ``key`` of a SequenceExample, and returns the step.
+    None when every such Feature begins with a list, or the record does not split into
+    entries (its parser reports that).
+    """
+    found = entries(data, sequence or steps)
+    if found is None:
+        return None
+    position = 0
+    for entry_key, value in found[2 if steps else 1]:
+        if entry_key != key:
+            continue
+        try:
+            features = ([value[start:stop] for number, wire, start, stop
+                         in fields(value, 0, len(value)) if number == 1 and wire == _LEN]
+                        if steps else [value])
+        except Malformed:
+            return None
+        for feature in features:
+            if feature and feature[0] not in _LIST_TAGS:
+                return position
+            position += 1
+        if steps:
+            position = 0
+    return None

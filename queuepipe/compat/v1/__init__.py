@@ -71,6 +71,7 @@ InteractiveSession = Session
 SparseTensorValue = sparse.SparseValue
 FixedLenFeature = parsing.FixedLenFeature
 VarLenFeature = parsing.VarLenFeature
+SparseFeature = parsing.SparseFeature
 FixedLenSequenceFeature = parsing.FixedLenSequenceFeature
 as_dtype = _dtypes.as_dtype
 
@@ -110,10 +111,11 @@ train = _Namespace("tf.train", {
 })
 io = _Namespace("tf.io", {
     **_IO, "FixedLenFeature": FixedLenFeature, "VarLenFeature": VarLenFeature,
+    "SparseFeature": SparseFeature,
     "FixedLenSequenceFeature": FixedLenSequenceFeature,
     **{name: getattr(ops, name) for name in (
         "parse_example", "parse_single_example", "parse_single_sequence_example",
-        "decode_raw", "decode_csv")},
+        "parse_sequence_example", "decode_raw", "decode_csv")},
     **{name: getattr(image_ops, name) for name in ("decode_jpeg", "decode_png", "decode_image")},
 })
 python_io = _Namespace("tf.python_io", dict(_IO))

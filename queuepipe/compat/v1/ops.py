@@ -28,6 +28,7 @@ __all__ = [
     "constant", "convert_to_tensor", "add", "subtract", "multiply", "divide", "maximum",
     "minimum", "abs", "sqrt", "square", "exp", "log", "equal", "not_equal", "greater", "less",
     "group",
+    "parse_sequence_example",
 ]
 
 
@@ -208,14 +209,33 @@ def parse_example(serialized: Any, features: Mapping[str, Any], name: Optional[s
     return _outputs(parsed, list(features))
 
 
+def _sequence_parse(name: str, parse: Any, serialized: Any, context_features: Any,
+                    sequence_features: Any) -> Any:
+    """A SequenceExample parse as an op: ``(context, feature lists, the op)``, the first two
+    dicts of its outputs, as TF returns them."""
+    parsed = _op(name, lambda v: parse(v, context_features, sequence_features), serialized)
+    return (_outputs(parsed[0], list(context_features or {})),
+            _outputs(parsed[1], list(sequence_features or {})), parsed)
+
+
 def parse_single_sequence_example(serialized: Any, context_features: Any = None,
                                   sequence_features: Any = None, example_name: Any = None,
                                   name: Optional[str] = None) -> Any:
-    parsed = _op(name or "ParseSingleSequenceExample",
-                 lambda v: parsing.parse_single_sequence_example(
-                     v, context_features, sequence_features), serialized)
-    return (_outputs(parsed[0], list(context_features or {})),
-            _outputs(parsed[1], list(sequence_features or {})))
+    context, lists, _ = _sequence_parse(name or "ParseSingleSequenceExample",
+                                        parsing.parse_single_sequence_example, serialized,
+                                        context_features, sequence_features)
+    return context, lists
+
+
+def parse_sequence_example(serialized: Any, context_features: Any = None,
+                           sequence_features: Any = None, example_names: Any = None,
+                           name: Optional[str] = None) -> Any:
+    context, lists, parsed = _sequence_parse(name or "ParseSequenceExample",
+                                             parsing.parse_sequence_example, serialized,
+                                             context_features, sequence_features)
+    lengths = [key for key, spec in (sequence_features or {}).items()
+               if isinstance(spec, parsing.FixedLenSequenceFeature)]
+    return context, lists, _outputs(parsed[2], lengths)
 
 
 def sparse_tensor_to_dense(sp_input: Any, default_value: Any = 0,
