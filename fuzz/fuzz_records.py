@@ -88,8 +88,8 @@ def reference_frames(data: bytes):
     return records, None
 
 
-def _scan(corrupt_records: str, batch_size: int = 7):
-    scanner = RecordScanner(_PATH, corrupt_records=corrupt_records)
+def _scan(corrupt_records: str, batch_size: int = 7, compression: str = ""):
+    scanner = RecordScanner(_PATH, compression, corrupt_records=corrupt_records)
     out, error = [], None
     try:
         while True:
@@ -156,9 +156,10 @@ def _framing(core):
         records._scan_frames, records.masked_crc32c = saved
 
 
-def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7):
-    """What the core and the pure path read from ``data``: ``(records, error, skipped)``
-    each, the error as ``(type, message, offset, path)``; None when the core is not built."""
+def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7, compression: str = ""):
+    """What the core and the pure path read from ``data`` (a file's bytes, compressed as
+    ``compression`` says): ``(records, error, skipped)`` each, the error as ``(type, message,
+    offset, path)``; None when the core is not built."""
     core = core_module()
     if core is None:
         return None
@@ -167,7 +168,7 @@ def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7):
     results = []
     for implementation in (core, None):
         with _framing(implementation):
-            got, error, skipped = _scan(corrupt_records, batch_size)
+            got, error, skipped = _scan(corrupt_records, batch_size, compression)
         results.append((got, error and (type(error), str(error), error.offset, error.path),
                         skipped))
     return results

@@ -563,8 +563,8 @@ def _cmd_demo(args) -> int:
 def _cmd_info(args) -> int:
     import platform
 
-    import google.protobuf
     import numpy
+    from google.protobuf import __version__ as protobuf_version
     from google.protobuf.internal import api_implementation
 
     from queuepipe import _core
@@ -577,7 +577,7 @@ def _cmd_info(args) -> int:
           f"python: {platform.python_version()} ({platform.python_implementation()}, "
           f"{sys.executable})\n"
           f"numpy: {numpy.__version__}\n"
-          f"protobuf: {google.protobuf.__version__} ({api_implementation.Type()})")
+          f"protobuf: {protobuf_version} ({api_implementation.Type()})")
     return 0
 
 

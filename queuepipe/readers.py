@@ -32,8 +32,8 @@ from typing import IO, Any, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
-from queuepipe._frames import FRAME_BYTES, HEADER_BYTES, unframe_many
-from queuepipe._streams import ReadBuffer
+from queuepipe._frames import FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
+from queuepipe._streams import CHUNK, ReadBuffer
 from queuepipe.errors import DataLossError, InvalidArgumentError
 from queuepipe.records import RecordScanner, TFRecordOptions, check_corrupt_records
 from queuepipe.remote import open_file
@@ -547,6 +547,19 @@ class IdentityReader(ReaderBase):
         pass
 
 
+def _read_at_most(f: IO[bytes], n: int) -> bytes:
+    """Up to ``n`` bytes of ``f``, fewer at its end; read a chunk at a time, so that what is
+    allocated is bounded by the file, not by ``n`` (a length read from the file)."""
+    pieces = []
+    while n > 0:
+        piece = f.read(min(n, CHUNK))
+        if not piece:
+            break
+        pieces.append(piece)
+        n -= len(piece)
+    return b"".join(pieces)
+
+
 class KeyedRecordReader(ReaderBase):
     """Reads the one TFRecord each work item of its queue names by its key,
     ``b"<file>:<byte offset>"``: the keys ``TFRecordReader`` gives, and the items of
@@ -582,9 +595,14 @@ class KeyedRecordReader(ReaderBase):
         with open_file(self._path) as f:
             f.seek(self._offset)
             header = f.read(HEADER_BYTES)
-            size = int.from_bytes(header[:8], "little") + FRAME_BYTES \
-                if len(header) == HEADER_BYTES else len(header)
-            frame = header + f.read(max(0, size - len(header)))
+            size = len(header)
+            if size == HEADER_BYTES:
+                # A length is used only once its checksum matched (else unframe_many names
+                # the mismatch), and read only as far as the file goes: never allocated whole.
+                size = FRAME_BYTES
+                if masked_crc32c(header[:8]) == int.from_bytes(header[8:], "little"):
+                    size += int.from_bytes(header[:8], "little")
+            frame = header + _read_at_most(f, size - len(header))
         records = unframe_many([frame], np.array([size]), lambda i: (self._path, self._offset))
         return [self._offset], [records[0]], True
 

@@ -13,6 +13,9 @@ buffer, checks both checksums of every record and hands out ``(offset, data)`` p
 time or in bulk (:meth:`RecordScanner.next_batch`). :func:`tf_record_iterator` and
 ``queuepipe.readers.TFRecordReader`` both use it. Damage raises :class:`DataLossError` naming
 the file and byte offset, or, with ``corrupt_records="skip"``, is logged, counted and skipped.
+Where the compiled core is loaded (``queuepipe._core``), the intact records of a buffer are
+taken by one C call without the GIL; the record at which it stops, damaged or incomplete, goes
+through the same Python code as on the pure path, which builds every error.
 
 Paths with a protocol (``s3://``, ``gs://``, ``memory://``, ...) are opened with fsspec
 (``pip install '<queuepipe checkout>[remote]'``); plain paths with the builtin ``open``.

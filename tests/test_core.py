@@ -8,14 +8,17 @@ skipped, except under ``QUEUEPIPE_REQUIRE_CORE=1``, where they fail.
 """
 
 import glob
+import gzip
 import os
 import random
 import struct
 import subprocess
 import sys
 import threading
+from unittest import mock
 
 import crc32c as crc32c_package
+import numpy as np
 import pytest
 from helpers import fuzz_target
 from hypothesis import given, settings, strategies as st
@@ -145,6 +148,19 @@ def test_corpus_inputs_read_alike(core, path, policy):
         fuzz_records.check_core_agrees(data, policy, batch_size)
 
 
+@given(st.randoms(use_true_random=False), st.sampled_from(["raise", "skip"]), st.booleans())
+@settings(max_examples=100)
+def test_core_and_pure_path_read_compressed_hostile_buffers_alike(rng, policy, cut):
+    # Offsets count bytes of the inflated stream; a stream cut short is its own damage.
+    if fuzz_records.core_module() is None:
+        pytest.skip("the compiled core is not built here")
+    data = gzip.compress(fuzz_records.hostile_frames(rng), mtime=0)
+    if cut:
+        data = data[:rng.randrange(len(data))]
+    core_result, pure_result = fuzz_records.scan_both(data, policy, 7, "GZIP")
+    assert core_result == pure_result
+
+
 def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch):
     class Lossy:  # a core whose scan drops the last record it took
         masked_crc32c = core.masked_crc32c
@@ -170,6 +186,38 @@ def test_a_record_longer_than_a_read_reads_alike(core):
     damaged[17 + 12 + 100] ^= 1
     core_result, pure_result = fuzz_records.scan_both(bytes(damaged), "raise", 10)
     assert core_result == pure_result and core_result[1][0] is DataLossError
+
+
+def unframed(frames, lengths, core):
+    """What unframe_many gives with ``core`` (None: the pure path): values or the error."""
+    with mock.patch.object(_frames, "core", core):
+        try:
+            return list(_frames.unframe_many(frames, lengths, lambda i: ("f", 100 * i)))
+        except DataLossError as e:
+            return type(e), str(e), e.offset, e.path
+
+
+@given(st.lists(st.binary(max_size=3), min_size=1, max_size=20), st.randoms(use_true_random=False),
+       st.sampled_from(["none", "flip", "cut", "index"]))
+@settings(max_examples=300)
+def test_unframe_many_gives_the_pure_paths_values_and_errors(records, rng, damage):
+    # Short records repeat lengths, so that the pure path's runs (8 or more) are taken too.
+    core = fuzz_records.core_module()
+    if core is None:
+        pytest.skip("the compiled core is not built here")
+    frames = [bytearray(_frames._frame(record)) for record in records]
+    lengths = np.array([len(frame) for frame in frames])
+    i = rng.randrange(len(frames))
+    if damage == "flip":
+        frames[i][rng.randrange(len(frames[i]))] ^= 1 << rng.randrange(8)
+    elif damage == "cut":
+        del frames[i][rng.randrange(len(frames[i])):]
+    elif damage == "index":
+        lengths[i] += rng.choice([-1, 1, 2**40])
+    views = [memoryview(frame) for frame in frames]
+    got = unframed(views, lengths, core)
+    assert got == unframed(views, lengths, None)
+    assert (got == records) == (damage == "none")
 
 
 # -- threads ------------------------------------------------------------------------------

@@ -431,3 +431,24 @@ def test_an_unkeyed_read_returns_no_keys_even_for_records_taken_ahead(tmp_path, 
     reader.read(queue)  # the second takes records ahead, with their keys
     keys, values = reader._read(queue, 5, keyed=False)
     assert keys == [] and values == golden_records[2:7]
+
+
+@pytest.mark.parametrize("length, checksum_right, message", [
+    (2**62, False, r"^corrupted record at 0: length checksum mismatch in file '.*huge\.tfrecord'$"),
+    (2**63, True, r"^truncated record at 0: the record needs 9223372036854775824 bytes, the "
+                  r"file holds 112 from there, in file '.*huge\.tfrecord'$"),
+])
+def test_a_keyed_read_allocates_nothing_from_a_huge_length(tmp_path, length, checksum_right,
+                                                          message):
+    # A length is used only after its checksum matched, and read only as far as the file goes.
+    from queuepipe._frames import _masked_crc32c
+
+    encoded = length.to_bytes(8, "little")
+    crc = _masked_crc32c(encoded) if checksum_right else 0
+    path = tmp_path / "huge.tfrecord"
+    path.write_bytes(encoded + crc.to_bytes(4, "little") + b"x" * 100)
+    with qp.Pipeline().as_default():
+        queue = qp.FIFOQueue(4, [qp.string], [()])
+        queue.enqueue(f"{path}:0".encode())
+        with pytest.raises(DataLossError, match=message):
+            qp.KeyedRecordReader().read(queue)

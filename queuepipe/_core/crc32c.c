@@ -13,15 +13,20 @@
 
 #if defined(__aarch64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
 #define QP_HAVE_ARMV8 1
-#include <arm_acle.h>
 #include <sys/auxv.h>
 #ifndef HWCAP_CRC32
 #define HWCAP_CRC32 (1 << 7) /* Linux's arch/arm64/include/uapi/asm/hwcap.h */
 #endif
+/* The compilers' builtins, not arm_acle.h's __crc32cd: older headers declare those only when
+ * the whole file is compiled for the CRC extension, not one function. */
 #ifdef __clang__
 #define QP_TARGET_CRC __attribute__((target("crc")))
+#define QP_CRC32CD(crc, word) __builtin_arm_crc32cd((crc), (word))
+#define QP_CRC32CB(crc, byte) __builtin_arm_crc32cb((crc), (byte))
 #else
 #define QP_TARGET_CRC __attribute__((target("+crc")))
+#define QP_CRC32CD(crc, word) __builtin_aarch64_crc32cx((crc), (word))
+#define QP_CRC32CB(crc, byte) __builtin_aarch64_crc32cb((crc), (byte))
 #endif
 #endif
 
@@ -106,12 +111,12 @@ QP_TARGET_CRC static uint32_t
 update_armv8(uint32_t state, const uint8_t *p, size_t len)
 {
     while (len >= 8) {
-        state = __crc32cd(state, qp_load_le64(p));
+        state = QP_CRC32CD(state, qp_load_le64(p));
         p += 8;
         len -= 8;
     }
     while (len--) {
-        state = __crc32cb(state, *p++);
+        state = QP_CRC32CB(state, *p++);
     }
     return state;
 }
@@ -122,9 +127,9 @@ update3_armv8(uint32_t states[3], const uint8_t *const p[3], size_t len)
     uint32_t a = states[0], b = states[1], c = states[2];
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
-        a = __crc32cd(a, qp_load_le64(p[0] + i));
-        b = __crc32cd(b, qp_load_le64(p[1] + i));
-        c = __crc32cd(c, qp_load_le64(p[2] + i));
+        a = QP_CRC32CD(a, qp_load_le64(p[0] + i));
+        b = QP_CRC32CD(b, qp_load_le64(p[1] + i));
+        c = QP_CRC32CD(c, qp_load_le64(p[2] + i));
     }
     states[0] = update_armv8(a, p[0] + i, len - i);
     states[1] = update_armv8(b, p[1] + i, len - i);

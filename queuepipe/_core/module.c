@@ -10,7 +10,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 3
+#define QP_ABI_VERSION 4
 
 /* Buffers shorter than this are checksummed with the GIL held: releasing and taking it back
  * costs more than the CRC of a few kilobytes. */
@@ -228,12 +228,100 @@ done:
     return result;
 }
 
+/* Whether views[i] holds exactly one intact frame of lengths[i] bytes, for every i; stores
+ * each one's data length in data_lengths. */
+static int
+all_intact(const Py_buffer *views, const int64_t *lengths, size_t n, size_t *data_lengths)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t start, n_records, stop;
+        if (lengths[i] != (int64_t)views[i].len
+            || qp_frames_scan(views[i].buf, (size_t)views[i].len, 1, &start, &data_lengths[i],
+                              &n_records, &stop) != QP_FRAMES_OK
+            || n_records != 1 || stop != (size_t)views[i].len) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(unframe_doc,
+"unframe(frames, lengths, /)\n--\n\n"
+"The data of frames (a sequence of bytes-like objects, each one whole frame) as a list of\n"
+"bytes, when frame i is lengths[i] (a buffer of int64) bytes long and intact (both\n"
+"checksums checked, without the GIL); None when any is not, for the caller to say which.");
+
+static PyObject *
+py_unframe(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *frames, *result = NULL;
+    Py_buffer lengths;
+    if (!PyArg_ParseTuple(args, "Oy*", &frames, &lengths)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(frames, "unframe: frames must be a sequence");
+    Py_buffer *views = NULL;
+    size_t *data_lengths = NULL;
+    Py_ssize_t n = 0, taken = 0;
+    if (seq == NULL) {
+        goto done;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (lengths.len != n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "unframe: lengths holds %zd bytes, not %zd int64 for "
+                     "%zd frames", lengths.len, n, n);
+        goto done;
+    }
+    views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Py_buffer));
+    data_lengths = PyMem_Malloc((n ? (size_t)n : 1) * sizeof(size_t));
+    if (views == NULL || data_lengths == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; taken < n; taken++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, taken), &views[taken],
+                               PyBUF_SIMPLE) < 0) {
+            goto done;
+        }
+    }
+    int intact;
+    Py_BEGIN_ALLOW_THREADS
+    intact = all_intact(views, (const int64_t *)lengths.buf, (size_t)n, data_lengths);
+    Py_END_ALLOW_THREADS
+    if (!intact) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    result = PyList_New(n);
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *record = PyBytes_FromStringAndSize(
+            (const char *)views[i].buf + QP_FRAME_HEADER_BYTES, (Py_ssize_t)data_lengths[i]);
+        if (record == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, record);
+    }
+done:
+    for (Py_ssize_t i = 0; i < taken; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    PyMem_Free(views);
+    PyMem_Free(data_lengths);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&lengths);
+    return result;
+}
+
 static PyMethodDef core_methods[] = {
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {"crc32c_by_table", py_crc32c_by_table, METH_VARARGS, crc32c_by_table_doc},
     {"masked_crc32c", py_masked_crc32c, METH_O, masked_crc32c_doc},
     {"frame", py_frame, METH_O, frame_doc},
     {"scan_frames", py_scan_frames, METH_VARARGS, scan_frames_doc},
+    {"unframe", py_unframe, METH_VARARGS, unframe_doc},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {
