@@ -348,7 +348,7 @@ def single_outcome(single: Callable, record: bytes, spec: Dict[str, Any]):
     try:
         plain = single(record, features)
         if plain is None:
-            batch = _example._parse_batch([record], features, None, walker=None)
+            batch = _example._parse_batch([record], features, None, walker=None, single=True)
             plain = {key: _unbatch(value) for key, value in batch.items()}
         return ("ok", plain)
     except InvalidArgumentError as e:
@@ -359,7 +359,9 @@ def sequence_outcome(walker: Callable, record: bytes, index: int):
     """:func:`outcome` of one SequenceExample parsed with ``walker`` first."""
     context, lists = SEQUENCE_SPECS[index]
     try:
-        found = _sequence._parse_sequence(record, context, lists, None, walker)
+        context_features, list_features, list_specs = _sequence._sequence_specs(context, lists)
+        found = _sequence._parse_one(record, context_features, list_features, list_specs,
+                                     "<unknown>", walker)
         return ("ok", {**{"context." + k: v for k, v in found[0].items()},
                        **{"lists." + k: v for k, v in found[1].items()}})
     except InvalidArgumentError as e:

@@ -576,11 +576,13 @@ qp_walk_sequence_example(qp_span record, qp_feature *context, size_t n_context,
         if (!outputs_fit(&context[i], 1))
             return QP_WALK_BAD_ARGUMENT;
         context[i].seen_in = 0;
+        context[i].present[0] = 0;  /* read back below: it holds only what this walk wrote */
     }
     for (size_t i = 0; i < n_lists; i++) {
         if (lists[i].kind != QP_RAGGED)
             return QP_WALK_BAD_ARGUMENT;
         lists[i].seen_in = 0;
+        lists[i].present[0] = 0;
     }
     key_table tables[2] = {{NULL, 0}, {NULL, 0}};
     size_t most = n_context > n_lists ? n_context : n_lists;

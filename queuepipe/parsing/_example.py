@@ -57,8 +57,7 @@ def _batch_names(example_names, batch):
 
 def _parse_batch(records, features, names, walker=_walkers.walk, single=False):
     """Parses a list of serialized Examples with normalized ``features``: the ``walker``
-    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest
-    (``single``: as ``parse_single_example`` words its errors)."""
+    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest."""
     sinks = [_sink(feature, len(records)) for feature in features]
     left = walker(records, features, sinks) if walker else range(len(records))
     for index in left:
@@ -104,7 +103,7 @@ class _ExampleFeatures(list):
     it: record length -> a function of a record of that length that returns its outputs, or
     None when the record is not laid out as the length's template (see _single_parser)."""
 
-    __slots__ = ("single_parsers", "lengths_seen", "core_spec", "composite")
+    __slots__ = ("single_parsers", "lengths_seen", "composite", "core_spec")
 
     def __init__(self, features):
         super().__init__(features)

@@ -144,16 +144,9 @@ def parse_single_sequence_example(
         missing, or a step holds the wrong data type or number of values; TF's words.
     """
     del name
-    return _parse_sequence(serialized, context_features, sequence_features, example_name,
-                           _walkers.sequence)
-
-
-def _parse_sequence(serialized, context_features, sequence_features, example_name, walker):
-    """:func:`parse_single_sequence_example` with the walker that tries the record first
-    (see :mod:`._walkers`; the general path takes what it leaves)."""
     context, sequence, sequence_specs = _sequence_specs(context_features, sequence_features)
     return _parse_one(bytes(serialized), context, sequence, sequence_specs,
-                      _name_text(example_name), walker)
+                      _name_text(example_name))
 
 
 def _sequence_specs(context_features, sequence_features):
@@ -173,7 +166,8 @@ def _sequence_specs(context_features, sequence_features):
 
 def _parse_one(data, context, sequence, sequence_specs, label, walker=_walkers.sequence):
     """``(context, sequence)`` outputs of the SequenceExample ``data`` named ``label``: the
-    ``walker``'s when it takes the record, else the general path's (and its errors)."""
+    ``walker`` (see :mod:`._walkers`) tries the record first, protobuf takes what it
+    leaves."""
     plain = walker(data, context, sequence, sequence_specs)
     if plain is not None:
         return plain

@@ -132,8 +132,9 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
                  for feature in features)
     present = bytearray(len(features))
     handed_back = bytearray(1)
+    counts = np.zeros(len(features), dtype=np.int64)  # (aligned for int64, as the walk needs)
     results = _compiled().walk_examples((record,), _core_spec(features), outs, present,
-                                        bytearray(8 * len(features)), handed_back)
+                                        counts, handed_back)
     if handed_back[0]:
         return None
     out = {}
