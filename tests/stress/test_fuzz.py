@@ -123,6 +123,46 @@ def test_the_reference_framer_can_disagree():
     assert fuzz_records.reference_frames(bytes(flipped)) == ([(0, b"abc")], 31)
 
 
+# A field-0 tag in Features after an unknown field 209: protobuf and TF refuse the record.
+FIELD_0_IN_FEATURES = bytes.fromhex(
+    "0a3a0a0f0a056f7468657212061a040a02ec040a050a017112008a0d0a017612081a060a040000003f0a11"
+    "0a0166120c120a0a08b358773e0000c07f")
+
+
+def _entry(key, feature):
+    return b"\x0a" + bytes([len(key) + len(feature) + 4, 0x0a, len(key)]) + key + \
+        b"\x12" + bytes([len(feature)]) + feature
+
+
+def _record(*entries):
+    body = b"".join(entries)
+    return b"\x0a" + bytes([len(body)]) + body
+
+
+def test_the_reference_decoder_states_tfs_rules_on_damaged_features():
+    """The reference gives TF's verdicts (docs/migration.md), and queuepipe agrees."""
+    floats = b"\x12\x06\x0a\x04\x00\x00\x80\x3f"  # float_list [1.0]
+    ints = b"\x1a\x04\x0a\x02\x07\x08"  # int64_list [7, 8]
+    cases = {
+        FIELD_0_IN_FEATURES: "Could not parse example input",
+        # an unknown varint before a float list: TF cannot type it, whatever the list holds
+        _record(_entry(b"i", b"\x28\x01" + floats)): "Unsupported datatype",
+        # the Feature of "i" holds float_list where int64_list is expected
+        _record(_entry(b"i", floats)): "Data types don't match",
+        # a map entry with no value, and "i" absent: its default would hide the entry
+        _record(b"\x0a\x03\x0a\x01z"): "Could not parse example input",
+    }
+    for record, word in cases.items():
+        assert fuzz_records.reference_example(record) == word
+        fuzz_records.check_example(record)
+    # "v" given again with an empty Feature: parse_single_example keeps [7, 8], parse_example
+    # takes the empty one.
+    twice = _record(_entry(b"v", ints), _entry(b"v", b""))
+    assert fuzz_records.reference_example(twice)["v"].tolist() == [7, 8]
+    assert fuzz_records.reference_example(twice, single=False)["v"].tolist() == []
+    fuzz_records.check_example(twice)
+
+
 @given(st.binary(max_size=300))
 @settings(max_examples=300)
 def test_random_bytes_as_tfrecord_files(data):
