@@ -13,9 +13,10 @@ Run it with atheris (``pip install atheris``)::
   records first, only intact frames after them, and count a skip when there was damage.
 * mode 2: the bytes as a serialized Example, parsed with a spec of every feature kind. The
   result must be what a reference built on protobuf's own decoder and a plain wire reader
-  (for TensorFlow's rules on map entries and on damage in features not asked for) says, and
-  ``parse_example`` on a batch (which takes the layout fast path) must agree with the
-  per-record parser record by record.
+  (for TensorFlow's rules on map entries, on Features TF cannot type and on damage in
+  features not asked for: :func:`reference_example`) says, values or error. So must each
+  record of ``parse_example`` on a batch (which takes the layout fast path), by the rules of
+  its own TF kernel.
 
 In modes 0 and 1, where the compiled core is built, the same bytes are also read with the
 core's frame scan and with the pure path, which must give equal records, skips and errors
@@ -44,6 +45,7 @@ import tempfile
 
 import numpy as np
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 import queuepipe as qp
 from queuepipe import _frames, records
@@ -289,79 +291,131 @@ def _split(buf: bytes):
 
 def _read_varint(buf: bytes, i: int):
     shift = value = 0
-    while True:
+    while shift < 70:  # at most ten bytes, as protobuf reads
         b = buf[i]
         value |= (b & 0x7F) << shift
         i += 1
-        if b < 0x80 or shift > 63:
+        if b < 0x80:
             return value, i
         shift += 7
+    raise IndexError("a varint of more than ten bytes")
+
+
+# The first byte of a Feature holding a list (bytes_list, float_list, int64_list: fields 1-3,
+# length-delimited): TF types a Feature by that byte alone.
+_LIST_FIRST_BYTES = (0x0A, 0x12, 0x1A)
 
 
 def _entries(data: bytes):
-    """``(entries, rejected)``: the ``(key, Feature bytes)`` map entries of an Example in order
-    (duplicates kept; an entry with a field besides key and value is left out, as protobuf's
-    map drops it), and whether TensorFlow rejects the entries (such a field, no key, no value)
-    or a part does not split at all."""
+    """``(entries, rejected)``: every map entry of an Example in order, duplicates kept, as
+    ``(key, Feature bytes)`` (the last key given; values given twice joined, which protobuf
+    reads as their merge), and whether TF rejects an entry: a field besides one key and one
+    value (protobuf drops such an entry from its map), no key, or no value. ``entries`` is
+    None when the record does not split into map entries: a part is not well formed, or a
+    field numbered 0 sits in Features (protobuf and TF refuse it there)."""
     entries, rejected = [], False
     top = _split(data)
     if top is None:
-        return entries, True
+        return None, True
     for number, wire, features in top:
         if (number, wire) != (1, 2):
             continue
         split = _split(features)
         if split is None:
-            return entries, True
+            return None, True
         for number, wire, entry in split:
+            if number == 0:
+                return None, True
             if (number, wire) != (1, 2):
                 continue  # an unknown field of Features: skipped, as protobuf does
             fields = _split(entry)
             if fields is None:
-                return entries, True
+                return None, True
             keys = [f[2] for f in fields if f[:2] == (1, 2)]
             values = [f[2] for f in fields if f[:2] == (2, 2)]
-            if len(keys) + len(values) != len(fields):
-                rejected = True  # protobuf drops the entry
-                continue
-            rejected = rejected or not keys or not values
-            # Values given twice merge, as protobuf merges a message field.
+            rejected = rejected or len(keys) + len(values) != len(fields) \
+                or not keys or not values
             entries.append((keys[-1] if keys else b"", b"".join(values)))
     return entries, rejected
 
 
-def reference_example(data: bytes):
-    """What parse_single_example must return for ``data`` and ``_SPEC``, or an error word.
+def _unlisted(entries, key: str) -> bool:
+    """Whether an entry of ``key`` holds a Feature TF cannot type: not empty, and not
+    beginning with a list's tag."""
+    return any(k == key.encode() and value and value[0] not in _LIST_FIRST_BYTES
+               for k, value in entries or ())
 
-    TF's rules: a dense feature whose key appears twice takes the last entry that holds a
-    list; a sparse one takes the last entry. A record whose map entries TF rejects is an
-    error where a feature would take its default (queuepipe follows protobuf otherwise). A
-    record protobuf cannot parse as a whole still parses when its entries are sound and the
-    requested features' Features parse (TF looks at those only).
-    """
-    entries, rejected = _entries(data)
+
+def _last_listed(entries, key: str):
+    """The last Feature of ``key`` that holds a list: TF's pick for a dense feature whose
+    key comes again with an empty Feature (and parse_single_example's for a sparse one)."""
+    listed = [qp.train.Feature.FromString(value) for k, value in entries or ()
+              if k == key.encode()]
+    listed = [f for f in listed if f.WhichOneof("kind") is not None]
+    return listed[-1] if listed else None
+
+
+def _feature_map(data: bytes, entries, rejected):
+    """``(map, lazy)``: key -> the Feature a requested key's map entry holds, or an error
+    word. Where protobuf parses the record it is protobuf's map (last entry winning, entries
+    with a stray field dropped); where it does not, TF's reading: the entries must be whole,
+    no requested key may hold a Feature TF cannot type, and only requested Features are
+    parsed (``lazy`` is then True)."""
     try:
-        qp.train.Example.FromString(data)
+        return qp.train.Example.FromString(data).features.feature, False
     except DecodeError:
-        if rejected:  # not even the entries are whole
-            return "Could not parse example input"
+        pass
+    if entries is None or rejected:
+        return "Could not parse example input", True
+    for key in _SPEC:
+        if _unlisted(entries, key):
+            return "Unsupported datatype", True
     found = {}
     for key, value in entries:
         if key.decode("utf-8", "replace") in _SPEC:
             try:
-                found.setdefault(key.decode(), []).append(qp.train.Feature.FromString(value))
+                found[key.decode()] = qp.train.Feature.FromString(value)
             except DecodeError:
-                return "Could not parse example input"
+                return "Could not parse example input", True
+    return found, True
+
+
+def reference_example(data: bytes, single: bool = True):
+    """What parse_single_example (``single``; else one record of parse_example) must return
+    for ``data`` and ``_SPEC``, or a word of the expected error.
+
+    TF's rules, as docs/migration.md states them, feature by feature in the spec's order:
+
+    * A requested Feature TF cannot type (not empty, not beginning with a list) is
+      "Unsupported datatype". queuepipe looks for one where protobuf's Feature shows a sign
+      (no list, or unknown fields), and then at every entry of the key.
+    * A feature that would take its default (absent, or its Feature holding no list) in a
+      record whose map entries TF rejects is "Could not parse example input".
+    * A dense feature whose key comes again with an empty Feature keeps the last entry that
+      holds a list; a sparse one does too in parse_single_example, but parse_example takes
+      the last entry, empty or not.
+    * A record protobuf cannot parse as a whole still parses when its map entries are whole
+      and the requested Features parse (TF looks at those only).
+    """
+    entries, rejected = _entries(data)
+    fmap, lazy = _feature_map(data, entries, rejected)
+    if isinstance(fmap, str):
+        return fmap
     out = {}
     for key, spec in _SPEC.items():
-        features = found.get(key, [])
-        if not isinstance(spec, qp.io.VarLenFeature):
-            features = [f for f in features if f.WhichOneof("kind") is not None]
-        values = _values(features[-1] if features else None, spec)
+        feature = fmap.get(key)
+        kind = feature.WhichOneof("kind") if feature is not None else None
+        if feature is not None and (kind is None or len(UnknownFieldSet(feature))) \
+                and _unlisted(entries, key):
+            return "Unsupported datatype"
+        if kind is None and rejected and not lazy:
+            return "Could not parse example input"
+        if kind is None and feature is not None and \
+                (single or not isinstance(spec, qp.io.VarLenFeature)):
+            feature = _last_listed(entries, key)
+        values = _values(feature, spec)
         if isinstance(values, str):
             return values
-        if values is None and rejected:
-            return "Could not parse example input"
         if isinstance(spec, qp.io.FixedLenFeature):
             if values is None:
                 values = np.array(spec.default_value, dtype=spec.dtype)
@@ -394,39 +448,48 @@ def _parse_one(data: bytes):
         return e
 
 
-def check_example(data: bytes) -> None:
-    expected = reference_example(data)
-    got = _parse_one(data)
+def _check_verdict(expected, got, what: str) -> None:
+    """``got`` (outputs or an error) is what the reference says: the same values, or an
+    error holding the reference's word."""
     if isinstance(expected, str):
         assert isinstance(got, qp.errors.InvalidArgumentError), \
-            f"expected an error ({expected}), got {got!r}"
-        assert expected in str(got), (expected, str(got))
-    else:
-        assert not isinstance(got, Exception), f"the reference parses it, queuepipe: {got!r}"
-        assert set(got) == set(expected)
-        for key in expected:
-            assert _same(got[key], expected[key]), (key, got[key], expected[key])
-    # The batch path (layout groups of equal-length records) must agree record by record.
+            f"{what}: expected an error ({expected}), got {got!r}"
+        assert expected in str(got), (what, expected, str(got))
+        return
+    assert not isinstance(got, Exception), f"{what}: the reference parses it, queuepipe: {got!r}"
+    assert set(got) == set(expected)
+    for key in expected:
+        assert _same(got[key], expected[key]), (what, key, got[key], expected[key])
+
+
+def check_example(data: bytes) -> None:
+    _check_verdict(reference_example(data), _parse_one(data), "parse_single_example")
+    # parse_example on a batch (layout groups of records of one length, then the per-record
+    # parser) must give each record what the reference says for parse_example's kernel, and
+    # fail on the first record it does not parse, with that record's error.
     batch = [data] * 5 + [data[:-1], data + b"\x00"] if data else [data] * 5
-    singles = [_parse_one(record) for record in batch]
+    expected = [reference_example(record, single=False) for record in batch]
     try:
         parsed = qp.io.parse_example(batch, _SPEC)
     except qp.errors.InvalidArgumentError as e:
-        first = next((s for s in singles if isinstance(s, Exception)), None)
+        first = next((row for row, rows in enumerate(expected) if isinstance(rows, str)), None)
         assert first is not None, f"parse_example failed where every record parses: {e}"
+        _check_verdict(expected[first], e, "parse_example")
+        assert f"Index: {first}." in str(e), (first, str(e))
         return
-    assert not any(isinstance(s, Exception) for s in singles), \
-        "parse_example accepted a batch holding a record that does not parse"
+    for row, rows in enumerate(expected):
+        assert not isinstance(rows, str), \
+            f"parse_example accepted record {row}, where the reference says {rows}"
     for key, spec in _SPEC.items():
         column = parsed[key]
-        for row, single in enumerate(singles):
+        for row, rows in enumerate(expected):
             if isinstance(column, qp.io.SparseValue):
                 mine = column.values[column.indices[:, 0] == row]
             elif isinstance(spec, qp.io.FixedLenSequenceFeature):
-                mine = column[row][:len(single[key])]
+                mine = column[row][:len(rows[key])]
             else:
                 mine = column[row]
-            assert _same(mine, single[key]), (key, row, mine, single[key])
+            assert _same(mine, rows[key]), (key, row, mine, rows[key])
 
 
 def TestOneInput(data: bytes) -> None:  # noqa: N802 - the name atheris looks for

@@ -5,8 +5,11 @@ a slow reference decoder); here hypothesis and a generated corpus feed it, and a
 field is shown to fail without allocating what it claims.
 """
 
+import os
 import random
 import struct
+import subprocess
+import sys
 import tracemalloc
 
 import pytest
@@ -35,7 +38,13 @@ def _example(rng):
     if rng.random() < 0.5:
         values["q"] = [rng.random() for _ in range(rng.randrange(4))]
     values["other"] = rng.randrange(1000)
-    return qp.train.make_example(values).SerializeToString()
+    return _serialize(qp.train.make_example(values))
+
+
+def _serialize(example):
+    """The Example's bytes, the same in every process: protobuf writes a map in an order of
+    its own, which changes from one process to the next unless asked to be deterministic."""
+    return example.SerializeToString(deterministic=True)
 
 
 def _mutate(rng, data):
@@ -43,7 +52,7 @@ def _mutate(rng, data):
     how = rng.choice(["flip", "truncate", "insert", "none", "repeat"])
     if how == "repeat":  # a second Example appended: its keys repeat the first one's
         empty = {key: [] for key in rng.sample("ifsvq", 2)}
-        data += rng.choice([_example(rng), qp.train.make_example(empty).SerializeToString()])
+        data += rng.choice([_example(rng), _serialize(qp.train.make_example(empty))])
     if how == "flip" and data:
         for _ in range(rng.randrange(1, 4)):
             data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
@@ -85,6 +94,18 @@ def corpus(size=CORPUS_SIZE, seed=0):
     return out
 
 
+def test_the_corpus_is_the_same_in_every_process():
+    """The corpus depends on its seed alone: a run that fails, fails again in any order."""
+    program = ("import sys, hashlib; sys.path[:0] = sys.argv[1:]; import test_fuzz; "
+               "print(hashlib.sha256(b''.join(test_fuzz.corpus(60))).hexdigest())")
+    here = os.path.dirname(os.path.abspath(__file__))
+    digests = {subprocess.run([sys.executable, "-c", program, here, os.path.dirname(here)],
+                              capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+               for seed in ("1", "2", "3")}
+    assert len(digests) == 1, digests
+
+
 def test_the_fuzz_target_holds_on_a_generated_corpus():
     inputs = corpus()
     modes = [data[0] % 3 for data in inputs]
@@ -100,6 +121,46 @@ def test_the_reference_framer_can_disagree():
     flipped[len(frame(b"abc")) + 12] ^= 1
     assert fuzz_records.reference_frames(body) == ([(0, b"abc"), (19, b"defg")], None)
     assert fuzz_records.reference_frames(bytes(flipped)) == ([(0, b"abc")], 31)
+
+
+# A field-0 tag in Features after an unknown field 209: protobuf and TF refuse the record.
+FIELD_0_IN_FEATURES = bytes.fromhex(
+    "0a3a0a0f0a056f7468657212061a040a02ec040a050a017112008a0d0a017612081a060a040000003f0a11"
+    "0a0166120c120a0a08b358773e0000c07f")
+
+
+def _entry(key, feature):
+    return b"\x0a" + bytes([len(key) + len(feature) + 4, 0x0a, len(key)]) + key + \
+        b"\x12" + bytes([len(feature)]) + feature
+
+
+def _record(*entries):
+    body = b"".join(entries)
+    return b"\x0a" + bytes([len(body)]) + body
+
+
+def test_the_reference_decoder_states_tfs_rules_on_damaged_features():
+    """The reference gives TF's verdicts (docs/migration.md), and queuepipe agrees."""
+    floats = b"\x12\x06\x0a\x04\x00\x00\x80\x3f"  # float_list [1.0]
+    ints = b"\x1a\x04\x0a\x02\x07\x08"  # int64_list [7, 8]
+    cases = {
+        FIELD_0_IN_FEATURES: "Could not parse example input",
+        # an unknown varint before a float list: TF cannot type it, whatever the list holds
+        _record(_entry(b"i", b"\x28\x01" + floats)): "Unsupported datatype",
+        # the Feature of "i" holds float_list where int64_list is expected
+        _record(_entry(b"i", floats)): "Data types don't match",
+        # a map entry with no value, and "i" absent: its default would hide the entry
+        _record(b"\x0a\x03\x0a\x01z"): "Could not parse example input",
+    }
+    for record, word in cases.items():
+        assert fuzz_records.reference_example(record) == word
+        fuzz_records.check_example(record)
+    # "v" given again with an empty Feature: parse_single_example keeps [7, 8], parse_example
+    # takes the empty one.
+    twice = _record(_entry(b"v", ints), _entry(b"v", b""))
+    assert fuzz_records.reference_example(twice)["v"].tolist() == [7, 8]
+    assert fuzz_records.reference_example(twice, single=False)["v"].tolist() == []
+    fuzz_records.check_example(twice)
 
 
 @given(st.binary(max_size=300))
@@ -138,7 +199,7 @@ def test_examples_with_features_of_wrong_types_and_counts(values):
         example = qp.train.make_example(values)
     except TypeError:  # a mixed list no Feature holds
         return
-    fuzz_records.check_example(example.SerializeToString())
+    fuzz_records.check_example(_serialize(example))
 
 
 @pytest.mark.parametrize("length", [2**40, 2**63, 2**64 - 1])
