@@ -270,23 +270,39 @@ def _split(buf: bytes):
     try:
         while i < len(buf):
             tag, i = _read_varint(buf, i)
-            wire = tag & 7
-            if wire == 0:
-                _, j = _read_varint(buf, i)
-            elif wire in (1, 5):
-                j = i + (8 if wire == 1 else 4)
-            elif wire == 2:
-                n, i = _read_varint(buf, i)
-                j = i + n
-            else:
-                return None
-            if j > len(buf):
-                return None
-            out.append((tag >> 3, wire, buf[i:j]))
-            i = j
+            start, i = _payload(buf, i, tag, 0)
+            out.append((tag >> 3, tag & 7, buf[start:i]))
     except IndexError:
         return None
     return out
+
+
+def _payload(buf: bytes, i: int, tag: int, depth: int):
+    """``(start, stop)`` of the payload of a field whose ``tag`` ends at ``i`` (a group's:
+    its fields and end tag, skipped as protobuf skips them, nested at most 100 deep);
+    IndexError when it is not well formed."""
+    wire = tag & 7
+    if wire == 0:
+        _, j = _read_varint(buf, i)
+    elif wire in (1, 5):
+        j = i + (8 if wire == 1 else 4)
+    elif wire == 2:
+        n, i = _read_varint(buf, i)
+        j = i + n
+    elif wire == 3 and depth < 100:
+        j = i
+        while True:
+            inner, j = _read_varint(buf, j)
+            if inner & 7 == 4:
+                if inner >> 3 != tag >> 3:
+                    raise IndexError("an end tag of another group")
+                break
+            _, j = _payload(buf, j, inner, depth + 1)
+    else:
+        raise IndexError(f"wire type {wire} here")
+    if j > len(buf):
+        raise IndexError("past the end")
+    return i, j
 
 
 def _read_varint(buf: bytes, i: int):

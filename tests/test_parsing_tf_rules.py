@@ -291,3 +291,15 @@ def test_a_step_or_context_feature_that_does_not_begin_with_a_list_is_tfs_error(
                            match=r"^Name: <unknown>, Context feature: c\.  Data types don't "
                                  r"match\. Expected type: int64$"):  # TF's words
             qp.parse_single_sequence_example(record, context_features={"c": spec})
+
+
+# -- group fields (wire types 3 and 4), which protobuf skips ------------------------------------
+
+
+@pytest.mark.parametrize("sign", [b"", entry(b"z", b"")], ids=["alone", "beside an empty Feature"])
+def test_a_group_in_an_example_is_skipped_whatever_else_the_record_holds(sign):
+    """protobuf skips a group field in Example, as queuepipe does (TF rejects the record: see
+    docs/migration.md); an empty Feature of a key not asked for does not change the verdict."""
+    group = field(5, 3) + field(6, 0, b"\x01") + field(7, 3) + field(7, 4) + field(5, 4)
+    record = example(entry(b"b"), *([sign] if sign else [])) + group
+    assert parse_both(record, DENSE)["a"].tolist() == [0, 0]  # "a" absent: the default

@@ -42,25 +42,48 @@ def read_varint(data: bytes, pos: int, end: int) -> Tuple[int, int]:
 
 
 def fields(data: bytes, pos: int, end: int) -> Iterator[Tuple[int, int, int, int]]:
-    """Yields ``(number, wire type, start, stop)`` of each field in ``data[pos:end]``."""
+    """Yields ``(number, wire type, start, stop)`` of each field in ``data[pos:end]``. A group
+    (no TF message has one, but protobuf skips it as an unknown field) spans its fields and
+    its end tag; an end tag with no group open is Malformed, as protobuf has it."""
     while pos < end:
-        tag, pos = read_varint(data, pos, end)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            _, stop = read_varint(data, pos, end)
-        elif wire == 1:
-            stop = pos + 8
-        elif wire == _LEN:
-            size, pos = read_varint(data, pos, end)
-            stop = pos + size
-        elif wire == 5:
-            stop = pos + 4
-        else:
-            raise Malformed  # groups: no TF message has them
-        if stop > end:
-            raise Malformed
+        number, wire, pos, stop = _field(data, pos, end, 0)
         yield number, wire, pos, stop
         pos = stop
+
+
+# How deep groups may nest in one another: protobuf's default recursion limit.
+_MAX_GROUP_DEPTH = 100
+_START_GROUP, _END_GROUP = 3, 4
+
+
+def _field(data: bytes, pos: int, end: int, depth: int) -> Tuple[int, int, int, int]:
+    """``(number, wire type, start, stop)`` of the field whose tag is at ``pos``."""
+    tag, pos = read_varint(data, pos, end)
+    number, wire = tag >> 3, tag & 7
+    if wire == 0:
+        _, stop = read_varint(data, pos, end)
+    elif wire == 1:
+        stop = pos + 8
+    elif wire == _LEN:
+        size, pos = read_varint(data, pos, end)
+        stop = pos + size
+    elif wire == 5:
+        stop = pos + 4
+    elif wire == _START_GROUP and depth < _MAX_GROUP_DEPTH:
+        stop = pos
+        while True:  # the group's fields, up to the end tag of its number
+            inner, inner_wire, _, stop = _field(data, stop, end, depth + 1)
+            if inner_wire == _END_GROUP:
+                if inner != number:
+                    raise Malformed
+                break
+    elif wire == _END_GROUP and depth:
+        stop = pos  # closes the group being read (the caller checks its number)
+    else:
+        raise Malformed
+    if stop > end:
+        raise Malformed
+    return number, wire, pos, stop
 
 
 def _map_entries(data: bytes, sequence: bool) -> Iterator[Tuple[int, int, int]]:
