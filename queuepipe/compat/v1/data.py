@@ -124,6 +124,20 @@ class _Spec:
         return _rebuild(self.template, iter(nodes))
 
 
+class _Structured:
+    """``output_shapes`` and ``output_types`` of what has a ``_spec``: a Dataset, an Iterator."""
+
+    _spec: _Spec
+
+    @property
+    def output_shapes(self) -> Any:
+        return _shapes_of(self._spec)
+
+    @property
+    def output_types(self) -> Any:
+        return _rebuild(self._spec.template, iter(self._spec.dtypes))
+
+
 class _ElementFunction:
     """A user function on elements, traced once into a per-element graph: ``fn`` is called on
     Tensors standing for an element's components; each call gives an element's values to
@@ -153,7 +167,7 @@ class _ElementFunction:
 # -- datasets ---------------------------------------------------------------------------------------
 
 
-class Dataset:
+class Dataset(_Structured):
     """TF1's ``tf.data.Dataset``: a description of elements; ``_elements()`` makes them, from
     the start, each time it is called (so ``repeat`` reads the input again)."""
 
@@ -408,13 +422,6 @@ class Dataset:
     def make_initializable_iterator(self, shared_name: Any = None) -> "Iterator":
         return Iterator(self, initializable=True)
 
-    @property
-    def output_shapes(self) -> Any:
-        return _shapes_of(self._spec)
-
-    @property
-    def output_types(self) -> Any:
-        return _rebuild(self._spec.template, iter(self._spec.dtypes))
 
 
 def _inner_spec(map_func: Callable[..., Any], spec: _Spec) -> _Spec:
@@ -670,7 +677,7 @@ def FixedLengthRecordDataset(filenames: Any, record_bytes: int,  # noqa: N802 - 
 # -- iterators ----------------------------------------------------------------------------------
 
 
-class Iterator:
+class Iterator(_Structured):
     """TF1's dataset iterator: ``get_next()`` gives the element's Tensors, one element per
     ``sess.run``; ``initializer`` (an initializable iterator) starts it again from the first
     element. Its runner thread is stopped and joined when the session closes."""
@@ -707,13 +714,6 @@ class Iterator:
         """An op that starts this iterator on ``dataset``'s first element."""
         return Operation(lambda: self._start(dataset), name=name or f"{self._name}/MakeIterator")
 
-    @property
-    def output_shapes(self) -> Any:
-        return _shapes_of(self._spec)
-
-    @property
-    def output_types(self) -> Any:
-        return _rebuild(self._spec.template, iter(self._spec.dtypes))
 
     def _start(self, dataset: Optional[Dataset] = None) -> None:
         with self._lock:
