@@ -2,7 +2,8 @@
 
 frames: the frame corpus of the tests (scanned as it is) and frames described for the target
 to write and damage. wire: batches of fuzz/fuzz_example.py's generator (plain and hostile
-Examples) with its specs, in fuzz_wire.c's format.
+Examples) with its specs, in fuzz_wire.c's format. sequence: its SequenceExamples with their
+spec pairs, in fuzz_wire.c's SequenceExample mode.
 
     PYTHONPATH=. python fuzz/c/make_seeds.py
 """
@@ -25,26 +26,48 @@ def _fuzz_example():
     return module
 
 
-def wire_input(spec, records):
-    """A batch in fuzz_wire.c's format: the spec's first four features, then the records."""
+def _feature_byte(key, feature, is_list):
+    """The spec byte pair fuzz_wire.c reads for one feature (a context one or an Example's,
+    or with ``is_list`` a feature list)."""
     import queuepipe as qp
     codes = {qp.int64: 0, qp.float32: 1, qp.string: 2}
+    if is_list:  # ragged: a VarLenFeature; else fixed steps, required without allow_missing
+        ragged = isinstance(feature, qp.io.VarLenFeature)
+        required = not ragged and not feature.allow_missing
+    else:
+        ragged = not isinstance(feature, qp.io.FixedLenFeature)
+        required = not ragged and feature.default_value is None
+    size = 1
+    for dim in getattr(feature, "shape", ()) or ():
+        size *= dim
+    return bytes([KEYS.index(key) | codes[feature.dtype] << 3 | ragged << 5 | required << 6
+                  | is_list << 7, size & 3])
+
+
+def wire_input(spec, records):
+    """A batch in fuzz_wire.c's format: the spec's first four features, then the records."""
     items = list(spec.items())[:4]
     out = bytearray([len(items) - 1])
     for key, feature in items:
-        ragged = not isinstance(feature, qp.io.FixedLenFeature)
-        required = not ragged and feature.default_value is None
-        size = 1
-        for dim in getattr(feature, "shape", ()) or ():
-            size *= dim
-        out += bytes([KEYS.index(key) | codes[feature.dtype] << 3 | ragged << 5 | required << 6,
-                      size & 3])
+        out += _feature_byte(key, feature, False)
     for record in records:
         if len(record) >= 255:
             out += b"\xff" + record  # the rest of the input: the batch ends here
             break
         out += bytes([len(record)]) + record
     return bytes(out)
+
+
+def sequence_input(context, lists, record):
+    """A SequenceExample in fuzz_wire.c's SequenceExample mode: the spec pair (four features
+    at most), then the record."""
+    items = [(key, feature, False) for key, feature in context.items()]
+    items += [(key, feature, True) for key, feature in lists.items()]
+    items = items[:4]
+    out = bytearray([0x80 | len(items) - 1])
+    for key, feature, is_list in items:
+        out += _feature_byte(key, feature, is_list)
+    return bytes(out) + record
 
 
 def frames_inputs(rng):
@@ -70,8 +93,9 @@ def main():
     rng = random.Random(2027)
     frames_dir = os.path.join(HERE, "seeds", "frames")
     wire_dir = os.path.join(HERE, "seeds", "wire")
-    os.makedirs(frames_dir, exist_ok=True)
-    os.makedirs(wire_dir, exist_ok=True)
+    sequence_dir = os.path.join(HERE, "seeds", "sequence")
+    for directory in (frames_dir, wire_dir, sequence_dir):
+        os.makedirs(directory, exist_ok=True)
     for path in sorted(glob.glob(os.path.join(ROOT, "tests", "corpus", "frames", "*.bin"))):
         with open(path, "rb") as f:
             raw = b"\xff" + f.read()  # odd first byte: scanned as it is, no limit
@@ -85,6 +109,10 @@ def main():
         spec_index, records = fz.random_batch(random.Random(seed))
         with open(os.path.join(wire_dir, f"batch-{seed:03d}"), "wb") as f:
             f.write(wire_input(fz.SPECS[spec_index], records))
+    for seed in range(60):
+        index, record = fz.random_sequence(random.Random(seed))
+        with open(os.path.join(sequence_dir, f"sequence-{seed:03d}"), "wb") as f:
+            f.write(sequence_input(*fz.SEQUENCE_SPECS[index], record))
 
 
 if __name__ == "__main__":
