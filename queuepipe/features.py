@@ -164,20 +164,28 @@ class _Turns:
             if self._draining:
                 return
             self._draining = True
+        # The drainer stops draining in the same locked step in which it finds the next
+        # ticket missing: a thread that parks that ticket after this check sees no drainer
+        # and drains itself. (Clearing the flag in a later step let a thread park the next
+        # ticket, see the flag still set and leave it parked: with the parked chunks at their
+        # limit, every thread then waited for a turn nobody would run.)
         try:
             while True:
                 with self._changed:
                     if self._next not in self._parked:
+                        self._draining = False
+                        self._changed.notify_all()
                         return
                     ready = self._parked.pop(self._next)
                 ready()  # outside the lock: it may wait for room
                 with self._changed:
                     self._next += 1
                     self._changed.notify_all()
-        finally:
+        except BaseException:
             with self._changed:
                 self._draining = False
                 self._changed.notify_all()
+            raise
 
 
 class _Planned:

@@ -104,6 +104,52 @@ def test_a_seed_gives_the_same_batches_whatever_the_threads(shards, kwargs):
         assert run(shards, threads=threads, **kwargs)[0] == one, threads
 
 
+class _OpenQueue:
+    name = "turns"
+
+    def is_closed(self):
+        return False
+
+
+class _ExitHook(threading.Condition):
+    """A Condition that runs ``hook`` once, after its ``skip + 1``-th lock exit from now."""
+
+    def arm(self, skip, hook):
+        self._skip, self._hook = skip, hook
+
+    def __exit__(self, *exc):
+        result = super().__exit__(*exc)
+        hook = getattr(self, "_hook", None)
+        if hook is not None:
+            if self._skip == 0:
+                self._hook = None
+                hook()
+            else:
+                self._skip -= 1
+        return result
+
+
+def test_a_seeded_turn_parked_as_the_drainer_stops_is_still_run():
+    # A thread parks chunks whose turn has not come; the thread that parks the next ticket runs
+    # it and the parked ones after it. The drainer found the next ticket missing in one locked
+    # step and cleared its flag in a later one: a ticket parked between the two saw the flag
+    # set and was left for nobody, and once the parked chunks reached their limit every thread
+    # waited for that turn (the seeded 4-thread test hung once in a full run).
+    from queuepipe.features import _Turns
+
+    turns, done = _Turns(0, _OpenQueue(), limit=4), []
+    turns._changed = _ExitHook()
+
+    def run_first():
+        done.append(0)
+        # between the drainer's step that finds ticket 1 missing and whatever comes next,
+        # ticket 1 is parked, as another thread would park it
+        turns._changed.arm(1, lambda: turns.put(1, functools.partial(done.append, 1)))
+
+    turns.put(0, run_first)
+    assert done == [0, 1]
+
+
 def test_another_seed_gives_other_batches(shards):
     assert run(shards, seed=0)[0] != run(shards, seed=1)[0]
 
