@@ -22,7 +22,6 @@ import contextlib
 import glob
 import multiprocessing
 import os
-import re
 import stat
 import sys
 import tempfile
@@ -432,7 +431,7 @@ def _open_index(path: str):
         from queuepipe.errors import NotFoundError
 
         raise NotFoundError(f"file not found: '{path}'") from e
-    except OSError as e:
+    except OSError:
         if os.path.islink(path):
             raise ValueError(f"'{path}' is a symbolic link: an index must be a regular file "
                              "beside its shard (it is not followed)") from None

@@ -7,7 +7,6 @@ import gzip
 import logging
 import os
 import struct
-import sys
 import time
 import tracemalloc
 
