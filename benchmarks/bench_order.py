@@ -107,10 +107,7 @@ def main(argv=None) -> int:
                     help="only qp_bulk unseeded against seeded: the target's figure, in more "
                          "runs for the time")
     args = ap.parse_args(argv)
-
-    def log(text):
-        print(text, file=sys.stderr, flush=True)
-
+    log = bench.log
     bench.compile_library()
     data = os.path.abspath(args.data)
     if not os.path.exists(os.path.join(data, "truth.npz")):

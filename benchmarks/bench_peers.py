@@ -1,13 +1,19 @@
-"""Epochs of shuffled mini-batches (batch 128, shuffle buffer 10000) from one workload, by each peer.
+"""Epochs of shuffled mini-batches (batch 128, shuffle buffer 10000; large: 1000) from one workload, by each peer.
 
 mnist:  decoded to NumPy image[128,784] uint8 and label[128] int64.
+float:  sha256[128] bytes, feature[128,128] float32 and label[128] int64.
 tokens: tokens as a sparse batch (indices [n,2], values [n] int64, dense_shape) and label[128] int64.
+wide:   200 features (tfdata only).
+large:  payload[128] bytes (100 KiB each) and label[128] int64 (floor and tfdata).
 
 usage: ~/.venvs/queuepipe-peers/bin/python benchmarks/bench_peers.py DATADIR PEER [--epochs 1]
-       [--workload mnist|tokens|wide]
+       [--workload mnist|float|tokens|wide|large]
 (bench.py --peers-python runs it so; benchmarks/README.md says how to make that virtualenv)
-PEER: floor | tfdata | tfdata_single | tf1queue | tfrecord_pkg | tfrecord_pkg_dl2 (mnist only)
-Prints: PEER examples N seconds S rate R/s label_sum L [token_sum T]
+PEER: floor | tfdata | tfdata_single | tf1queue (mnist, float, tokens) |
+      tfrecord_pkg | tfrecord_pkg_dl2 (mnist only)
+Prints: PEER examples N seconds S rate R/s label_sum L [token_sum T] steady_cpu_us C
+(C: the process's CPU, every thread, from the first batch to the end per record after it; the
+floor, which has no batches, counts its whole run)
 """
 import glob
 import os
@@ -16,15 +22,16 @@ import time
 
 import numpy as np
 
-BATCH, BUFFER = 128, 10000
-FIRST = []  # time the first batch reached the trainer
+FIRST = []  # time and process CPU time the first batch reached the trainer
 WORKLOAD = sys.argv[sys.argv.index("--workload") + 1] if "--workload" in sys.argv else "mnist"
+# bench.py's BATCH and buffer_of(): 100 KiB records get a buffer of 1000 (10000 is 1 GiB)
+BATCH, BUFFER = 128, 1000 if WORKLOAD == "large" else 10000
 TOKEN_SUM = [0]  # tokens workload: the sum of every token id delivered
 
 
 def mark():
     if not FIRST:
-        FIRST.append(time.perf_counter())
+        FIRST.append((time.perf_counter(), time.process_time()))
 
 
 def files_of(d):
@@ -64,6 +71,8 @@ def peer_tfdata(files, epochs, batched_parse=True):
         return peer_tfdata_tokens(tf, files, epochs, batched_parse)
     if WORKLOAD == "wide":
         return peer_tfdata_wide(tf, files, epochs, batched_parse)
+    if WORKLOAD in ("float", "large"):
+        return peer_tfdata_dense(tf, files, epochs, batched_parse)
     spec = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
     ds = tf.data.Dataset.from_tensor_slices(files).shuffle(len(files))
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE)
@@ -128,6 +137,28 @@ def peer_tfdata_wide(tf, files, epochs, batched_parse):
     return n, s
 
 
+def dense_spec(tf):
+    """The float and large workloads' specs (bench.py's _specs)."""
+    if WORKLOAD == "large":
+        return {"payload": tf.io.FixedLenFeature([], tf.string),
+                "label": tf.io.FixedLenFeature([], tf.int64)}
+    return {"sha256": tf.io.FixedLenFeature([], tf.string),
+            "feature": tf.io.FixedLenFeature([128], tf.float32),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+
+
+def peer_tfdata_dense(tf, files, epochs, batched_parse):
+    """float and large: every feature of every batch brought out as NumPy (bytes: objects)."""
+    ds = parsed_batches(tf, files, epochs, batched_parse, dense_spec(tf))
+    n, s = 0, 0
+    for p in ds:
+        arrays = {key: value.numpy() for key, value in p.items()}
+        mark()
+        n += len(arrays["label"])
+        s += int(arrays["label"].sum())
+    return n, s
+
+
 def peer_tfdata_tokens(tf, files, epochs, batched_parse):
     spec = {"tokens": tf.io.VarLenFeature(tf.int64), "label": tf.io.FixedLenFeature([], tf.int64)}
     ds = parsed_batches(tf, files, epochs, batched_parse, spec)
@@ -152,14 +183,17 @@ def peer_tf1queue(files, epochs):
     if WORKLOAD == "tokens":
         p = tf.parse_single_example(ser, {"tokens": tf.VarLenFeature(tf.int64),
                                           "label": tf.FixedLenFeature([], tf.int64)})
-        img = p["tokens"]  # a SparseTensor: shuffle_batch batches it into one SparseTensor
+        tensors = [p["tokens"]]  # a SparseTensor: shuffle_batch batches it into one SparseTensor
+    elif WORKLOAD == "float":
+        p = tf.parse_single_example(ser, dense_spec(tf))
+        tensors = [p["sha256"], p["feature"]]  # shapes fully defined: [] and [128]
     else:
         p = tf.parse_single_example(ser, {"image": tf.FixedLenFeature([], tf.string),
                                           "label": tf.FixedLenFeature([], tf.int64)})
-        img = tf.reshape(tf.decode_raw(p["image"], tf.uint8), [784])
-    imgs, labs = tf.train.shuffle_batch([img, p["label"]], batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
-                                        min_after_dequeue=BUFFER, num_threads=2,
-                                        allow_smaller_final_batch=True)
+        tensors = [tf.reshape(tf.decode_raw(p["image"], tf.uint8), [784])]
+    batch = tf.train.shuffle_batch(tensors + [p["label"]], batch_size=BATCH, capacity=BUFFER + 3 * BATCH,
+                                   min_after_dequeue=BUFFER, num_threads=2,
+                                   allow_smaller_final_batch=True)
     n, s = 0, 0
     with tf.Session() as sess:
         sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
@@ -167,9 +201,9 @@ def peer_tf1queue(files, epochs):
         threads = tf.train.start_queue_runners(sess=sess, coord=coord)
         try:
             while not coord.should_stop():
-                i, lb = sess.run([imgs, labs])
+                *features, lb = sess.run(batch)
                 if WORKLOAD == "tokens":
-                    TOKEN_SUM[0] += int(i.values.sum())
+                    TOKEN_SUM[0] += int(features[0].values.sum())
                 mark()
                 n += len(lb)
                 s += int(lb.sum())
@@ -208,7 +242,7 @@ def main():
     d, peer = sys.argv[1], sys.argv[2]
     epochs = int(sys.argv[sys.argv.index("--epochs") + 1]) if "--epochs" in sys.argv else 1
     files = files_of(d)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     if peer == "floor":
         n, s = peer_floor(files, epochs)
     elif peer == "tfdata":
@@ -223,13 +257,17 @@ def main():
         n, s = peer_tfrecord_pkg(files, epochs, workers=2)
     else:
         raise SystemExit("unknown peer " + peer)
-    t1 = time.perf_counter()
+    t1, cpu1 = time.perf_counter(), time.process_time()
     dt = t1 - t0
-    first = (FIRST[0] - t0) if FIRST else 0.0
-    steady = (n - BATCH) / (t1 - FIRST[0]) if FIRST and t1 > FIRST[0] else n / dt
+    first = (FIRST[0][0] - t0) if FIRST else 0.0
+    steady = (n - BATCH) / (t1 - FIRST[0][0]) if FIRST and t1 > FIRST[0][0] else n / dt
+    if FIRST:
+        steady_cpu_us = (cpu1 - FIRST[0][1]) / max(n - BATCH, 1) * 1e6
+    else:  # the floor: its whole run
+        steady_cpu_us = (cpu1 - cpu0) / max(n, 1) * 1e6
     tail = f" token_sum {TOKEN_SUM[0]}" if WORKLOAD == "tokens" and peer != "floor" else ""
     print(f"{peer} examples {n} seconds {dt:.3f} first_batch {first:.3f} rate {n / dt:.0f}/s "
-          f"steady {steady:.0f}/s label_sum {s}{tail}")
+          f"steady {steady:.0f}/s label_sum {s}{tail} steady_cpu_us {steady_cpu_us:.3f}")
 
 
 if __name__ == "__main__":

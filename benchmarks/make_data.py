@@ -15,6 +15,8 @@ Workloads (one folder each):
   wide/    200 features f0..f199 (by i % 3: int64, float, bytes; even i: one value, a
            FixedLenFeature with a default; odd i: 0-2 values, a VarLenFeature), each record holding
            a random 80% of them, and label: int64; at most 20,000 records (the wide schema case)
+  large/   payload: 102,400 random bytes (100 KiB), label: int64; at most 2,000 records (the
+           large-record case)
 """
 import argparse
 import hashlib
@@ -66,6 +68,7 @@ def main():
         for w in writers:
             w.close()
     write_wide(a, labels)
+    write_large(a, labels)
     np.savez(os.path.join(a.out, "truth.npz"), images=images, labels=labels, floats=floats,
              token_lengths=lengths, token_sum=np.int64(sum(int(t.sum()) for t in tokens)),
              wide_records=np.int64(min(a.records, WIDE_MAX)))
@@ -90,6 +93,25 @@ def write_wide(a, labels):
             k = int(counts[i])
             f[f"f{i}"] = (feat_int([7 * r + i] * k), feat_float([0.5 * i] * k),
                           feat_bytes([b"v%d" % i] * k))[i % 3]
+        ex = tf.train.Example(features=tf.train.Features(feature=f))
+        writers[r % a.shards].write(ex.SerializeToString())
+    for w in writers:
+        w.close()
+
+
+LARGE_BYTES, LARGE_MAX = 102400, 2000
+
+
+def write_large(a, labels):
+    """The large workload: 100 KiB records, as bench.py's write_large writes them."""
+    rng = np.random.default_rng(2)
+    d = os.path.join(a.out, "large")
+    os.makedirs(d, exist_ok=True)
+    writers = [tf.io.TFRecordWriter(os.path.join(d, f"shard-{i:05d}-of-{a.shards:05d}.tfrecord"))
+               for i in range(a.shards)]
+    for r in range(min(a.records, LARGE_MAX)):
+        payload = rng.integers(0, 256, LARGE_BYTES, dtype=np.uint8).tobytes()
+        f = {"payload": feat_bytes([payload]), "label": feat_int([int(labels[r])])}
         ex = tf.train.Example(features=tf.train.Features(feature=f))
         writers[r % a.shards].write(ex.SerializeToString())
     for w in writers:

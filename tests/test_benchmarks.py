@@ -5,6 +5,7 @@ never asserted here.)"""
 import importlib.util
 import os
 import re
+import sys
 
 import pytest
 
@@ -28,7 +29,7 @@ def workload(tmp_path_factory):
     return bench, data
 
 
-@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide"])
+@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide", "large"])
 @pytest.mark.parametrize("name, threads", [("qp_per_record", 2), ("qp_bulk", 1),
                                            ("compat_per_record", 2)])
 def test_a_bench_child_delivers_every_record_of_every_epoch_once(workload, name, threads, kind):
@@ -37,6 +38,128 @@ def test_a_bench_child_delivers_every_record_of_every_epoch_once(workload, name,
     expected = bench.truth(data, 2, kind)
     assert {key: result[key] for key in expected} == expected  # tokens: the token-id sum too
     assert 0 < result["first_batch"] <= result["seconds"] and result["peak_rss_kib"] > 0
+    # the steady CPU counts from the first batch: less than the whole life's per record
+    assert 0 < result["steady_cpu_us"] < result["cpu_us"]
+
+
+def test_the_large_workload_holds_100_kib_records(workload):
+    bench, data = workload
+    import queuepipe as qp
+
+    records = [record for name in sorted(os.listdir(os.path.join(data, "large")))
+               for record in qp.io.tf_record_iterator(os.path.join(data, "large", name))]
+    assert len(records) == 600 == bench.truth(data, 1, "large")["examples"]
+    parsed = qp.io.parse_example(records, bench._specs(qp, "large"))
+    assert {len(payload) for payload in parsed["payload"]} == {bench.LARGE_BYTES}
+    assert int(parsed["label"].sum()) == bench.truth(data, 1, "large")["label_sum"]
+
+
+@pytest.mark.parametrize("path", ["pure", "core"])
+def test_a_child_runs_the_path_it_is_given_and_says_which(workload, path):
+    from queuepipe.parsing import _walkers
+
+    bench, data = workload
+    if path == "core" and not _walkers.core_available():
+        pytest.skip("the compiled core is not built here")
+    env = dict(os.environ, QUEUEPIPE_PURE="0" if path == "pure" else "1")  # the argv decides
+    result = bench.launch(bench.child_argv("qp_bulk", data, 1, 1, "mnist", path=path), env=env)
+    assert result["core"] == (path == "core")
+
+
+def test_the_floor_peer_reads_every_large_record(workload):
+    """bench_peers.py's floor needs only NumPy and crc32c: it runs here, under our python."""
+    bench, data = workload
+    pytest.importorskip("crc32c")
+    result = bench.launch(bench.peer_argv(sys.executable, "floor", data, 2, "large"))
+    assert result["examples"] == 1200 and result["steady_cpu_us"] > 0
+
+
+def rows_of(**medians):
+    """bench.run_rows' shape, one run per row: label -> {median, runs}."""
+    rows = {}
+    for label, m in medians.items():
+        m = dict({"examples": 600, "label_sum": 2676, "seconds": 1.0, "first_batch": 0.2,
+                  "peak_rss_kib": 50000, "steady_cpu_us": 1.0}, **m)
+        rows[label] = {"median": m, "runs": [m]}
+    return rows
+
+
+EXPECTED = {"examples": 600, "label_sum": 2676}
+
+
+def checks(rows, workload, path="core", baseline=None):
+    bench = load("bench")
+    return {(row, target): (measured, ok) for row, target, measured, ok
+            in bench.targets(rows, EXPECTED, workload, path, baseline)}
+
+
+def test_the_mnist_targets_are_issue_27s():
+    rows = rows_of(qp_bulk={"steady": 600e3, "steady_cpu_us": 1.4},
+                   qp_per_record={"steady": 150e3, "first_batch": 0.31},
+                   tfdata={"steady": 100e3, "seconds": 3.0, "peak_rss_kib": 500000},
+                   tf1queue={"steady": 30e3})
+    got = checks(rows, "mnist")
+    assert got[("qp_bulk", "steady rate >= 4x tfdata's")] == ("6.00x", True)
+    assert got[("qp_per_record", "steady rate >= 6x tf1queue's")] == ("5.00x", False)
+    assert got[("qp_bulk", "steady CPU <= 1.5 us per record")] == ("1.40 us", True)
+    assert got[("qp_bulk", "first batch <= 0.3 s from launch")] == ("0.200 s", True)
+    assert got[("qp_per_record", "first batch <= 0.3 s from launch")] == ("0.310 s", False)
+    assert got[("qp_bulk", "whole run <= 0.5x tfdata's")] == ("0.33x", True)
+    assert got[("qp_bulk", "every record once in every run")][1]
+    assert not any("2x" in target or "4x tf1queue" in target for _, target in got)
+
+
+@pytest.mark.parametrize("workload, row, peer, times, passed", [
+    ("tokens", "qp_bulk", "tfdata", "3x", False), ("tokens", "qp_per_record", "tf1queue", "4x",
+                                                   True),
+    ("wide", "qp_bulk", "tfdata", "1x", True), ("large", "qp_bulk", "floor", "0.7x", True)])
+def test_each_workload_has_its_ratio_target(workload, row, peer, times, passed):
+    rows = rows_of(qp_bulk={"steady": 250e3}, qp_per_record={"steady": 50e3},
+                   tfdata={"steady": 100e3}, tf1queue={"steady": 10e3}, floor={"steady": 200e3})
+    got = checks(rows, workload)
+    assert got[(row, f"steady rate >= {times} {peer}'s")][1] is passed
+    assert ("qp_bulk", "steady CPU <= 1.5 us per record") not in got  # mnist's alone
+
+
+def test_the_pure_path_is_held_to_the_baseline_not_to_the_ratios():
+    baseline = {"tolerance": 1.1, "commit": "0123456789abcdef",
+                "steady_cpu_us": {"float": {"pure": {"qp_bulk": 2.0, "qp_per_record": 4.0}}}}
+    rows = rows_of(qp_bulk={"steady": 250e3, "steady_cpu_us": 2.1},
+                   qp_per_record={"steady": 50e3, "steady_cpu_us": 4.8},
+                   tfdata={"steady": 10e3}, tf1queue={"steady": 1e3})
+    got = checks(rows, "float", "pure", baseline)
+    assert got[("qp_bulk", "steady CPU <= 1.1x the baseline's (2.00 us, 01234567)")] == \
+        ("1.05x", True)
+    assert got[("qp_per_record", "steady CPU <= 1.1x the baseline's (4.00 us, 01234567)")] == \
+        ("1.20x", False)
+    assert not any("rate" in target or "first batch" in target for _, target in got)
+    assert not any("baseline" in target for _, target in checks(rows, "float", "core", baseline))
+
+
+def test_a_lost_record_fails_its_target_in_any_run():
+    rows = rows_of(qp_bulk={"steady": 1.0})
+    rows["qp_bulk"]["runs"].append(dict(rows["qp_bulk"]["median"], examples=599))
+    assert checks(rows, "wide")[("qp_bulk", "every record once in every run")] == \
+        ("count and label sum DIFFER", False)
+
+
+def test_the_matrix_runs_both_paths_into_one_table(workload, capsys):
+    from queuepipe.parsing import _walkers
+
+    _, data = workload
+    paths = ["pure", "core"] if _walkers.core_available() else ["pure"]
+    md = os.path.join(data, "matrix.md")
+    assert load("matrix").main(["--data", data, "--workload", "large", "--paths", *paths,
+                                "--epochs", "1", "--repeat", "1", "--out-md", md]) == 0
+    with open(md, encoding="utf-8") as f:
+        table = f.read()
+    assert table in capsys.readouterr().out
+    assert table.startswith("| workload | pipeline | path | steady rate | ratio | steady CPU "
+                            "/ record | first batch | records | targets |\n")
+    for path in paths:
+        for name in ("qp_per_record", "qp_bulk", "compat_per_record"):
+            assert re.search(rf"^\| large \| {name} \| {path} \| [\d.,]+k/s \| - \| [\d.]+ us "
+                             r"\| [\d.]+ s \| exact \| ", table, re.M), table
 
 
 @pytest.mark.parametrize("pipeline, amount, records", [
