@@ -613,8 +613,10 @@ def targets(rows: dict, expected: dict, workload: str = "mnist", path: str = "co
 
     On the core: issue 27's ratios to the peers (:data:`RATIO_TARGETS`), mnist's steady CPU
     per record, the first batch of ``qp_bulk`` and ``qp_per_record``. On either path: the
-    steady CPU per record against ``baseline`` wherever it holds a figure for the workload and
-    the path, at most its ``tolerance`` times it ("no slower than today"); the older targets
+    least steady CPU per record of the runs against ``baseline``'s (the least of its runs)
+    wherever it holds a figure for the workload and the path, at most its ``tolerance`` times
+    it ("no slower than today": the least of several runs is the figure a busy host moves
+    least); the older targets
     that issue 27 does not replace (mnist: whole run and peak memory against tf.data; the TF1
     layer's cost); every record once in every run.
     """
@@ -644,10 +646,11 @@ def targets(rows: dict, expected: dict, workload: str = "mnist", path: str = "co
         figures = baseline["steady_cpu_us"].get(workload, {}).get(path, {})
         for label, figure in figures.items():
             if label in rows:
-                r = m(label, "steady_cpu_us") / figure
-                out.append((label, f"steady CPU <= {tolerance:g}x the baseline's "
-                            f"({figure:.2f} us, {baseline['commit'][:8]})", f"{r:.2f}x",
-                            r <= tolerance))
+                least = min(run["steady_cpu_us"] for run in rows[label]["runs"])
+                r = least / figure
+                out.append((label, f"least steady CPU <= {tolerance:g}x the baseline's "
+                            f"({figure:.2f} us, {baseline['commit'][:8]})",
+                            f"{r:.2f}x ({least:.2f} us)", r <= tolerance))
     if workload == "mnist" and "tfdata" in rows:
         if "qp_bulk" in rows:
             r = m("qp_bulk", "seconds") / m("tfdata", "seconds")
