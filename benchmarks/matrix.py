@@ -37,8 +37,9 @@ EPOCHS = {"mnist": 3, "float": 3, "tokens": 3, "wide": 1, "large": 3}
 PATHS = ("core", "pure")
 PEER = "-"  # the path column of a peer's row
 # "No slower than the baseline" allows this factor on the least steady CPU per record of the
-# runs: CPU time moves less than wall clock on a busy host, but not nothing (README.md).
-TOLERANCE = 1.1
+# runs: CPU time moves less than wall clock on a busy host, but not nothing. Two recordings of
+# the same code 5 minutes apart gave least figures up to 1.18x apart (README.md).
+TOLERANCE = 1.2
 
 
 def configs_of(data: str, workload: str, epochs: int, paths, peers_python) -> dict:
