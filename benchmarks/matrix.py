@@ -12,8 +12,8 @@ the compiled core (``QUEUEPIPE_REQUIRE_CORE=1`` in the child: a core that is not
 the run instead of falling back) and on the pure path (``QUEUEPIPE_PURE=1``), and with
 ``--peers-python`` the workload's peers (``bench.PEERS_OF``) once, shared by both paths; every
 run of a workload is interleaved with the others, ``--repeat`` times, and the table gives the
-medians. wide and large run fewer epochs (:data:`EPOCHS`) to keep the whole under 25 minutes
-on 2 cores. The targets are ``bench.targets``: issue 27's on the core, the recorded baseline
+medians. wide runs one epoch of its bulk pipeline alone (:data:`EPOCHS`,
+:data:`PIPELINES_OF`) to keep the whole under 25 minutes on 2 cores. The targets are ``bench.targets``: issue 27's on the core, the recorded baseline
 (``benchmarks/baseline.json``) on both paths, every record once.
 
 ``--record-baseline PATH`` runs only queuepipe's pipelines and writes their median steady CPU
@@ -34,6 +34,10 @@ import bench  # noqa: E402  (beside this file)
 # Epochs per workload: 60,000 records each for mnist, float and tokens; wide has 20,000
 # records and its per-record pipelines run at about 1k records/s; large has 2,000.
 EPOCHS = {"mnist": 3, "float": 3, "tokens": 3, "wide": 1, "large": 3}
+# wide runs its bulk pipeline alone: the per-record ones cost about 1.5 ms a record there (one
+# epoch took 74-90 s per run and path at load 8, more than the rest of the matrix), and no
+# target names them.
+PIPELINES_OF = {"wide": ("qp_bulk",)}
 PATHS = ("core", "pure")
 PEER = "-"  # the path column of a peer's row
 # "No slower than the baseline" allows this factor on the least steady CPU per record of the
@@ -44,8 +48,10 @@ TOLERANCE = 1.2
 
 def configs_of(data: str, workload: str, epochs: int, paths, peers_python) -> dict:
     """(pipeline, path) -> argv: queuepipe's pipelines on each path, then the peers."""
-    configs = {(name, path): bench.child_argv(name, data, epochs, threads, workload, path=path)
-               for path in paths for name, threads in bench.THREADS.items()}
+    names = PIPELINES_OF.get(workload, tuple(bench.THREADS))
+    configs = {(name, path): bench.child_argv(name, data, epochs, bench.THREADS[name], workload,
+                                              path=path)
+               for path in paths for name in names}
     if peers_python:
         configs.update({(peer, PEER): bench.peer_argv(peers_python, peer, data, epochs, workload)
                         for peer in bench.PEERS_OF[workload]})
@@ -117,6 +123,8 @@ def record_baseline(path: str, results: dict, argv: list) -> None:
     commit = git("log", "-1", "--format=%H") + (" (modified)" if git("status", "--porcelain")
                                                  else "")
     figures, runs = {}, {}
+    records = {workload: entry["expected"]["examples"]
+               for workload, entry in results["workloads"].items()}
     for workload, entry in results["workloads"].items():
         for (name, p), row in entry["rows"].items():
             every = [round(r["steady_cpu_us"], 3) for r in row["runs"]]
@@ -127,7 +135,8 @@ def record_baseline(path: str, results: dict, argv: list) -> None:
                          "tolerance x this",
                 "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "command": "python benchmarks/matrix.py " + " ".join(argv),
-                "tolerance": TOLERANCE, "steady_cpu_us": figures, "runs": runs}
+                "tolerance": TOLERANCE, "records": records, "steady_cpu_us": figures,
+                "runs": runs}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(baseline, f, indent=1)
         f.write("\n")
