@@ -265,3 +265,22 @@ def test_the_sequence_benchmark_times_each_path(capsys):
     paths = re.findall(r"^(pure|core): [\d.]+ us of CPU per SequenceExample",
                        capsys.readouterr().out, re.M)
     assert paths == (["pure", "core"] if _walkers.core_available() else ["pure"])
+
+
+def test_a_folder_written_before_the_large_workload_gets_it(tmp_path):
+    bench = load("bench")
+    data = str(tmp_path / "data")
+    bench.write_workloads(data, records=40, shards=2)
+    large = tmp_path / "data" / "large"
+    written = {path.name: path.read_bytes() for path in large.iterdir()}
+    for path in large.iterdir():
+        path.unlink()
+    large.rmdir()
+    said = []
+    assert bench.prepare(data, 40, 2, ["mnist", "large"], said.append) == data
+    assert said == [f"writing 40 records of large/ under {data}"]
+    # the same records, from the same seed
+    assert {path.name: path.read_bytes() for path in large.iterdir()} == written
+    os.rename(os.path.join(data, "float"), os.path.join(data, "float-gone"))
+    with pytest.raises(SystemExit, match=r"has no float/ workload: write the workloads again"):
+        bench.prepare(data, 40, 2, ["float"], said.append)
