@@ -284,3 +284,23 @@ def test_a_folder_written_before_the_large_workload_gets_it(tmp_path):
     os.rename(os.path.join(data, "float"), os.path.join(data, "float-gone"))
     with pytest.raises(SystemExit, match=r"has no float/ workload: write the workloads again"):
         bench.prepare(data, 40, 2, ["float"], said.append)
+
+
+def test_the_matrix_table_shows_each_rows_ratio_targets_and_a_wrong_run():
+    bench, matrix = load("bench"), load("matrix")
+    rows = rows_of(qp_bulk={"steady": 300e3, "steady_cpu_us": 1.6, "core": 1},
+                   tfdata={"steady": 100e3}, floor={"steady": 200e3, "label_sum": 0})
+    rows["qp_bulk"]["runs"] = [rows["qp_bulk"]["median"],
+                               dict(rows["qp_bulk"]["median"], label_sum=2675)]
+    keyed = {("qp_bulk", "core"): rows["qp_bulk"], ("tfdata", "-"): rows["tfdata"],
+             ("floor", "-"): rows["floor"]}
+    targets = {"core": bench.targets(matrix.on_path(keyed, "core"), EXPECTED, "mnist")}
+    table = matrix.markdown({"workloads": {"mnist": {"rows": keyed, "expected": EXPECTED,
+                                                     "targets": targets}}})
+    assert table.splitlines()[2:] == [
+        "| mnist | qp_bulk | core | 300k/s | 3.00x tfdata | 1.60 us | 0.20 s | WRONG in a run "
+        "| FAIL steady rate >= 4x tfdata's (3.00x); FAIL steady CPU <= 1.5 us per record "
+        "(1.60 us); PASS first batch <= 0.3 s from launch (0.200 s); FAIL whole run <= 0.5x "
+        "tfdata's (1.00x); FAIL peak memory <= 0.25x tfdata's (1.00x) |",
+        "| mnist | tfdata | - | 100k/s | - | 1.00 us | 0.20 s | exact | - |",
+        "| mnist | floor | - | 200k/s | - | 1.00 us | 0.20 s | floor reads only | - |"]
