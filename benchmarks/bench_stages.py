@@ -78,7 +78,7 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=bench.default_data(),
                     help="bench.py's workload folder (written when missing)")
-    ap.add_argument("--workload", default="tokens", choices=("mnist", "float", "tokens", "wide"))
+    ap.add_argument("--workload", default="tokens", choices=bench.WORKLOADS)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pipeline", action="store_true",
                     help="measure read_batch_features (qp_bulk, one thread) as a whole")

@@ -147,7 +147,7 @@ def main(argv=None) -> int:
                     help=f"records of the measured run (more than {BASELINE})")
     ap.add_argument("--threads", type=int, default=1,
                     help="enqueue threads of the features pipelines")
-    ap.add_argument("--workload", default="mnist", choices=("mnist", "float", "tokens", "wide"),
+    ap.add_argument("--workload", default="mnist", choices=bench.WORKLOADS,
                     help="the workload of the features and parse pipelines")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

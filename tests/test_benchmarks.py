@@ -178,7 +178,7 @@ def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline, a
     assert load("instructions").run(pipeline, data, amount) == records
 
 
-@pytest.mark.parametrize("kind", ["mnist", "float", "tokens", "wide"])
+@pytest.mark.parametrize("kind", ["mnist", "float", "tokens", "wide", "large"])
 def test_the_parse_pipeline_counts_every_workload(workload, monkeypatch, kind):
     bench, data = workload
     monkeypatch.syspath_prepend(BENCHMARKS)
@@ -221,7 +221,7 @@ def test_the_augment_benchmark_decodes_resizes_and_flips_every_record(capsys):
     assert re.search(r"^qp_bulk +steady .* every record: True$", out, re.M)
 
 
-@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide"])
+@pytest.mark.parametrize("kind", ["mnist", "tokens", "wide", "large"])
 def test_the_stage_benchmark_times_every_stage(workload, capsys, kind):
     _, data = workload
     assert load("bench_stages").main(["--data", data, "--workload", kind, "--repeat", "1"]) == 0
