@@ -314,9 +314,11 @@ class SparseColumn:
 
     def read(self, index: Any) -> sparse.Rows:
         rows = _rows(index, len(self.start))
-        gather = sparse.segments(self.start[rows], self.length[rows])
-        return sparse.Rows(self.values[gather], None if self.listed else self.inner[gather],
-                           self.length[rows], self.shape[rows])
+        lengths = self.length.take(rows)
+        gather = sparse.segments(self.start.take(rows), lengths)
+        return sparse.Rows(self.values.take(gather),
+                           None if self.listed else self.inner.take(gather, axis=0),
+                           lengths, self.shape.take(rows, axis=0))
 
     def read_one(self, row: int) -> SparseValue:
         start, stop = int(self.start[row]), int(self.start[row] + self.length[row])

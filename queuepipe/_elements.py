@@ -461,6 +461,9 @@ class Components:
             return value
         if isinstance(value, str):
             return value.encode("utf-8")
+        if type(value) is np.ndarray and value.dtype.kind == "O" and value.ndim \
+                and set(map(type, value.ravel().tolist())) == {bytes}:
+            return value  # bytes already, as parsers make them: a look per item in C, no copy
         try:
             arr = np.array(value, dtype=object)
         except ValueError as e:

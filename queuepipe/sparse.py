@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import collections
 import operator
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
 
 __all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size",
-           "places", "segments"]
+           "places", "segments", "list_indices"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -177,12 +177,16 @@ class Rows:
         before each index, ``dense_shape`` the number of elements and the largest extent of
         each dimension."""
         n, rank = self.shapes.shape
-        rows = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
-        indices = np.empty((len(rows), rank + 1), dtype=np.int64)
-        indices[:, 0] = rows
-        indices[:, 1:] = self.full_inner()
-        extent = self.shapes.max(axis=0) if n else np.zeros(rank, dtype=np.int64)
-        return SparseValue(indices, self.values, np.concatenate([[n], extent]).astype(np.int64))
+        if self.inner is None:
+            indices = list_indices(self.lengths, len(self.values))
+        else:
+            indices = np.empty((len(self.values), rank + 1), dtype=np.int64)
+            indices[:, 0] = _counting(n).repeat(self.lengths)
+            indices[:, 1:] = self.inner
+        dense_shape = np.empty(rank + 1, dtype=np.int64)
+        dense_shape[0] = n
+        dense_shape[1:] = np.maximum.reduce(self.shapes, axis=0) if n else 0
+        return SparseValue(indices, self.values, dense_shape)
 
 
 def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
@@ -223,6 +227,9 @@ def split(value: SparseValue, what: str) -> Rows:
             f"batch dimension), got dense_shape {value.dense_shape.tolist()} (TF: Rank of "
             f"input SparseTensor should be > 1, but saw rank: {rank})")
     n = batch_size(value)
+    lengths = _as_lists(value.indices, n) if rank == 2 and n >= 0 else None
+    if lengths is not None:  # token lists, as parsed: no index to keep
+        return Rows(value.values, None, lengths, value.dense_shape[None, 1:].repeat(n, axis=0))
     rows = value.indices[:, 0]
     if len(rows) > 1 and (rows[1:] < rows[:-1]).any():  # not in row-major order: sort
         order = np.argsort(rows, kind="stable")
@@ -234,10 +241,33 @@ def split(value: SparseValue, what: str) -> Rows:
         raise InvalidArgumentError(f"{what}: a sparse value's index {outside} lies outside "
                                    f"its batch of {n}")
     lengths = np.diff(np.searchsorted(rows, np.arange(n + 1))).astype(np.int64)
-    shapes = np.broadcast_to(value.dense_shape[1:], (n, len(value.dense_shape) - 1))
+    shapes = np.broadcast_to(value.dense_shape[1:], (n, rank - 1))
     if inner.shape[1] == 1 and _plain_lists(inner[:, 0], lengths):
-        return Rows(values, None, lengths, shapes)  # token lists: no index to keep
+        return Rows(values, None, lengths, shapes)  # lists, once sorted
     return Rows(values, np.ascontiguousarray(inner), lengths, shapes)
+
+
+def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
+    """The lengths of ``n`` plain lists (element ``i``'s values at ``[i, 0], [i, 1], ...``,
+    element after element) when ``indices [N, 2]`` are exactly theirs, else None: a few
+    NumPy calls whatever ``n``, for the indices a parse of a chunk makes.
+
+    The lengths are read off the first column as if it were sorted; both columns are then
+    compared with the indices those lengths make, which proves them (or sends the caller to
+    the general path, which sorts and checks).
+    """
+    if indices.dtype != np.int64:
+        return None
+    # (NumPy's methods and ufuncs here: its Python-level functions cost more than the work
+    # on a chunk's few values of each of a wide schema's columns)
+    bounds = indices[:, 0].searchsorted(_counting(n + 1))
+    lengths = bounds[1:] - bounds[:-1]
+    if bounds[0] != 0 or bounds[-1] != len(indices) or (n and lengths.min() < 0):
+        return None
+    rows, places = _list_columns(lengths, len(indices))
+    if not ((indices[:, 0] == rows).all() and (indices[:, 1] == places).all()):
+        return None
+    return lengths
 
 
 def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
@@ -259,14 +289,61 @@ def places(lengths: np.ndarray) -> np.ndarray:
     return segments(np.zeros(len(lengths), dtype=np.int64), lengths)
 
 
+def list_indices(lengths: np.ndarray, total: int) -> np.ndarray:
+    """The indices ``[element, place]`` of ``total == lengths.sum()`` values of plain lists
+    of ``lengths`` values, one after the other: int64 ``[total, 2]``."""
+    out = np.empty((total, 2), dtype=np.int64)
+    out[:, 0], out[:, 1] = _list_columns(lengths, total)
+    return out
+
+
+def _list_columns(lengths: np.ndarray, total: int) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`list_indices`' two columns, each a contiguous array (NumPy's calls on those
+    cost a fraction of theirs on a column of ``[total, 2]``)."""
+    rows = _counting(len(lengths)).repeat(lengths)
+    starts = lengths.cumsum()
+    starts -= lengths
+    places = starts.repeat(lengths)
+    np.subtract(_counting(total), places, out=places)
+    return rows, places
+
+
+# 0, 1, 2, ... (read-only, shared by every thread): _counting's views of it.
+_COUNT = np.arange(1 << 12, dtype=np.int64)
+_COUNT.flags.writeable = False
+
+# The longest _COUNT grows to (2 MB): longer counts are made per call.
+_MAX_COUNT = 1 << 18
+
+
+def _counting(n: int) -> np.ndarray:
+    """``np.arange(n)`` of int64, as a read-only view where it can be: a ragged batch's
+    index building takes several, and a large array made and dropped per call costs the
+    allocator fresh pages each time."""
+    global _COUNT
+    count = _COUNT
+    if n <= len(count):
+        return count[:n]
+    if n > _MAX_COUNT:
+        return np.arange(n, dtype=np.int64)
+    count = np.arange(max(n, 2 * len(count)), dtype=np.int64)
+    count.flags.writeable = False
+    _COUNT = count  # (a thread still reading the old one keeps it alive meanwhile)
+    return count[:n]
+
+
 def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every i, one after the
     other: where the segments of a flat array lie (a gather of them, or a scatter)."""
-    total = int(lengths.sum())
+    ends = lengths.cumsum()
+    total = int(ends[-1]) if len(ends) else 0
     if len(starts) == 1:
         return np.arange(starts[0], starts[0] + total, dtype=np.int64)
-    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) \
-        + np.arange(total, dtype=np.int64)
+    ends -= lengths  # each segment's start in the output
+    np.subtract(starts, ends, out=ends)
+    gather = ends.repeat(lengths)
+    gather += _counting(total)
+    return gather
 
 
 def select(value: SparseValue, mask: np.ndarray) -> SparseValue:
