@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import collections
 import operator
-from typing import Any, Iterator, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size",
-           "places", "segments", "list_indices"]
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
+           "batch_size", "places", "segments", "list_indices"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -247,6 +247,57 @@ def split(value: SparseValue, what: str) -> Rows:
     return Rows(values, np.ascontiguousarray(inner), lengths, shapes)
 
 
+def split_all(values: Sequence[SparseValue], whats: Sequence[str]) -> List[Rows]:
+    """:func:`split` of each batched SparseValue (of components ``whats``, for messages);
+    the plain lists of a batch's many sparse components are checked with one set of NumPy
+    calls for all of them."""
+    if len(values) > 1:
+        lengths = _all_as_lists(values)
+        if lengths is not None:
+            n = lengths.shape[1]
+            return [Rows(value.values, None, row_lengths,
+                         value.dense_shape[None, 1:].repeat(n, axis=0))
+                    for value, row_lengths in zip(values, lengths)]
+    return [split(value, what) for value, what in zip(values, whats)]
+
+
+def _all_as_lists(values: Sequence[SparseValue]) -> Optional[np.ndarray]:
+    """:func:`_as_lists` of several batches of one size ``n`` at once: their lengths
+    ``[len(values), n]``, or None when any of them is not plain lists (or is empty).
+
+    The indices are put one batch after the other with each row number raised by ``n``
+    times the batch's place, as the rows of one batch of ``len(values) * n`` lists. Their
+    lengths are counted; the rows must not decrease, and each value's place must be its
+    position less where its list begins: then every list holds exactly its values, in
+    order. The lists before each batch's first row must hold exactly the values of the
+    batches before it, so that no batch's rows reach outside ``0 .. n - 1``. (No index is
+    built per list: the lists outnumber the values here.)
+    """
+    n = batch_size(values[0])
+    if n <= 0 or any(len(value.dense_shape) != 2 or value.indices.dtype != np.int64
+                     or value.indices.ndim != 2 or value.indices.shape[1] != 2
+                     or value.dense_shape[0] != n for value in values):
+        return None
+    counts = [len(value.indices) for value in values]
+    indices = np.concatenate([value.indices for value in values])
+    keys = indices[:, 0] + (_counting(len(values)) * n).repeat(counts)
+    try:
+        lengths = np.bincount(keys, minlength=len(values) * n)
+    except ValueError:  # a negative row
+        return None
+    if len(lengths) != len(values) * n or (keys[1:] < keys[:-1]).any():
+        return None
+    starts = lengths.cumsum()
+    if not (starts[n - 1::n] == np.array(counts, dtype=np.int64).cumsum()).all():
+        return None
+    starts -= lengths
+    places = starts.take(keys)
+    np.subtract(_counting(len(keys)), places, out=places)
+    if not (indices[:, 1] == places).all():
+        return None
+    return lengths.reshape(len(values), n)
+
+
 def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
     """The lengths of ``n`` plain lists (element ``i``'s values at ``[i, 0], [i, 1], ...``,
     element after element) when ``indices [N, 2]`` are exactly theirs, else None: a few
@@ -289,18 +340,23 @@ def places(lengths: np.ndarray) -> np.ndarray:
     return segments(np.zeros(len(lengths), dtype=np.int64), lengths)
 
 
-def list_indices(lengths: np.ndarray, total: int) -> np.ndarray:
+def list_indices(lengths: np.ndarray, total: int, n: Optional[int] = None) -> np.ndarray:
     """The indices ``[element, place]`` of ``total == lengths.sum()`` values of plain lists
-    of ``lengths`` values, one after the other: int64 ``[total, 2]``."""
+    of ``lengths`` values, one after the other: int64 ``[total, 2]``. With ``n``, the lists
+    are several batches of ``n`` elements one after the other, each numbered from 0."""
     out = np.empty((total, 2), dtype=np.int64)
-    out[:, 0], out[:, 1] = _list_columns(lengths, total)
+    out[:, 0], out[:, 1] = _list_columns(lengths, total, n)
     return out
 
 
-def _list_columns(lengths: np.ndarray, total: int) -> Tuple[np.ndarray, np.ndarray]:
+def _list_columns(lengths: np.ndarray, total: int,
+                  n: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
     """:func:`list_indices`' two columns, each a contiguous array (NumPy's calls on those
     cost a fraction of theirs on a column of ``[total, 2]``)."""
-    rows = _counting(len(lengths)).repeat(lengths)
+    elements = _counting(len(lengths))
+    if n is not None and n != len(lengths):
+        elements = elements % n  # (n > 0: there are lists)
+    rows = elements.repeat(lengths)
     starts = lengths.cumsum()
     starts -= lengths
     places = starts.repeat(lengths)

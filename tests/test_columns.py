@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queuepipe as qp
-from queuepipe import _columns, sparse
+from queuepipe import _columns, _queue_base, sparse
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
 
 
@@ -188,3 +188,89 @@ def test_rows_to_sparse_of_no_element_keeps_the_rank():
     rows = sparse.stack([], np.dtype(np.int64), "t", rank=2)
     empty = rows.to_sparse()
     assert empty.indices.shape == (0, 3) and empty.dense_shape.tolist() == [0, 0, 0]
+
+
+# -- several sparse components: their shared row tables ------------------------------------
+
+def several(lists, step):
+    """One batch's components: serial numbers, int64 lists, byte-string lists (every
+    ``step``-th place: plain lists when 1) and rank-2 float sparse values (two values each,
+    at [0, i] and [1, 0])."""
+    n = len(lists)
+    ints = batched(lists)
+    words = qp.SparseValue(
+        np.array([[i, step * j] for i, row in enumerate(lists) for j in range(len(row))],
+                 dtype=np.int64).reshape(-1, 2),
+        np.array([str(v).encode() for row in lists for v in row], dtype=object),
+        np.array([n, step * max(map(len, lists), default=0)]))
+    grid = qp.SparseValue(
+        np.array([[i, 0, len(row)] for i, row in enumerate(lists)]
+                 + [[i, 1, 0] for i in range(n)], dtype=np.int64).reshape(-1, 3),
+        np.array([float(len(row)) for row in lists] + [0.5] * n, dtype=np.float32),
+        np.array([n, 2, max(map(len, lists), default=0) + 1]))
+    return ints, words, grid
+
+
+def element_of(serial, batch, j):
+    """Element ``j`` of a dequeued batch, comparable with the model's entry."""
+    ints, words, grid = (batch[k] for k in ("ints", "words", "grid"))
+    pick = [np.flatnonzero(value.indices[:, 0] == j) for value in (ints, words, grid)]
+    return (ints.values[pick[0]].tolist(), words.indices[pick[1], 1].tolist(),
+            [w.decode() for w in words.values[pick[1]]],
+            sorted(zip(grid.indices[pick[2], 1].tolist(), grid.indices[pick[2], 2].tolist(),
+                       grid.values[pick[2]].tolist())))
+
+
+def modelled(row, step):
+    return (row, [step * j for j in range(len(row))], [str(v) for v in row],
+            sorted([(0, len(row), float(len(row))), (1, 0, 0.5)]))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle", "priority"])
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.sampled_from(["lists", "spread"]),
+              st.lists(st.lists(st.integers(0, 300), max_size=4), max_size=6)),
+    st.tuples(st.just("take"), st.integers(1, 7))), max_size=40))
+def test_several_sparse_components_move_together_through_growth_and_compaction(kind, ops):
+    """Three sparse components (int64 lists, byte strings, rank-2 floats) beside a serial
+    number: rows grow from 4, arenas compact, one component starts keeping indices when a
+    batch of them is not plain lists; every element leaves whole, each value where it was."""
+    names = ["serial", "ints", "words", "grid"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_columns, "_MIN_ARENA", 4)
+        patch.setattr(_queue_base, "_INITIAL_ROWS", 4)
+        dtypes = [qp.int64, qp.int64, qp.string, qp.float32]
+        shapes = [[], None, None, None]
+        q = qp.FIFOQueue(200, dtypes, shapes, names=names) if kind == "fifo" else \
+            qp.RandomShuffleQueue(200, 0, dtypes, shapes, names=names, seed=3) \
+            if kind == "shuffle" else \
+            qp.PriorityQueue(200, dtypes[1:], None, names=names)
+        held, serial = {}, 0
+        for op, arg in ops:
+            if op == "take":
+                if len(held) >= arg:
+                    batch = q.dequeue_many(arg)
+                    for j, key in enumerate(batch["serial"].tolist()):
+                        assert element_of(key, batch, j) == held.pop(key)
+                continue
+            if len(held) + len(arg) > 200:
+                continue
+            step = 2 if op == "spread" else 1
+            ints, words, grid = several(arg, step)
+            q.enqueue_many({"serial": np.arange(serial, serial + len(arg)), "ints": ints,
+                            "words": words, "grid": grid})
+            held.update((serial + j, modelled(row, step)) for j, row in enumerate(arg))
+            serial += len(arg)
+        q.close()
+        while held:
+            batch = q.dequeue_up_to(3)
+            for j, key in enumerate(batch["serial"].tolist()):
+                assert element_of(key, batch, j) == held.pop(key)
+        with pytest.raises(OutOfRangeError):
+            q.dequeue_up_to(3)
+        if serial:  # (the components' kinds are known from the first batch on)
+            ints, words, grid = (column.listed for column in q._columns[1:])
+            assert ints and grid is False
+            assert words == (not any(op == "spread" and any(len(row) > 1 for row in arg)
+                                     for op, arg in ops))

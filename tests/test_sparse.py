@@ -118,6 +118,46 @@ def test_split_agrees_with_a_row_by_row_model_on_any_indices(n, pairs, sort):
     assert (rows.inner is None) == plain  # (a stable sort by row comes first)
 
 
+def _outcome(split, value, what):
+    """What split(value, what) gives, comparable: the elements' lists, or the error."""
+    try:
+        rows = split(value, what)
+    except InvalidArgumentError as e:
+        return str(e)
+    return [(e.indices.tolist(), e.values.tolist(), e.dense_shape.tolist()) for e in rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 3), batches=st.lists(st.lists(
+    st.tuples(st.integers(-1, 4), st.integers(-1, 3)), max_size=6), min_size=1, max_size=4),
+    sort=st.booleans())
+@example(n=2, batches=[[(0, 0), (2, 0)], [(1, 0)]], sort=False)  # a row reaches the next batch
+@example(n=2, batches=[[(0, 0)], [(-1, 0), (1, 0)]], sort=False)  # or the one before
+@example(n=2, batches=[[(1, 0), (0, 0)], [(0, 0)]], sort=False)  # rows out of order
+@example(n=2, batches=[[(1, -1), (0, 1)], [(0, 0)]], sort=False)  # places that fit if sorted
+@example(n=1, batches=[[(0, 0), (0, 1)], [(0, 1)]], sort=False)  # a place not from 0
+def test_split_all_agrees_with_split_of_each(n, batches, sort):
+    values = []
+    for k, pairs in enumerate(batches):
+        pairs = sorted(pairs) if sort else pairs
+        values.append(SparseValue(np.array(pairs, dtype=np.int64).reshape(-1, 2),
+                                  np.arange(len(pairs), dtype=np.int64) + 10 * k,
+                                  np.array([n, 3 + k])))
+    whats = [f"c{k}" for k in range(len(values))]
+    expected = [_outcome(sparse.split, value, what) for value, what in zip(values, whats)]
+    errors = [e for e in expected if isinstance(e, str)]
+    if errors:
+        with pytest.raises(InvalidArgumentError) as raised:
+            sparse.split_all(values, whats)
+        assert str(raised.value) == errors[0]
+        return
+    got = sparse.split_all(values, whats)
+    assert [[(e.indices.tolist(), e.values.tolist(), e.dense_shape.tolist()) for e in rows]
+            for rows in got] == expected
+    assert [rows.inner is None for rows in got] == \
+        [sparse.split(value, "x").inner is None for value in values]
+
+
 def test_select_keeps_the_masked_rows_renumbered():
     kept = sparse.select(ragged([[1], [2, 3], [4]]), np.array([True, False, True]))
     assert kept.indices.tolist() == [[0, 0], [1, 0]]
