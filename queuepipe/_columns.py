@@ -204,17 +204,18 @@ class PaddedColumn(ObjectColumn):
 class SparseColumns:
     """Every sparse component of a queue: each one's values in an arena of its own (a
     :class:`SparseColumn`), and the rows' bookkeeping of all of them in shared tables, so
-    that a batch goes in and out with a few NumPy calls on ``(components, rows)`` arrays, not
+    that a batch goes in and out with a few NumPy calls on ``(rows, components)`` arrays, not
     a few per component (a wide schema has a hundred ``VarLenFeature`` s).
 
     ::
 
-        start  (K, rows)   where row r's values of member k begin in k's arena
-        length (K, rows)   how many there are (0: none, or the row is free)
-        shape  (R, rows)   the rows' dense_shapes, member k in table rows offset .. + rank
+        start  (rows, K)   where row r's values of member k begin in k's arena
+        length (rows, K)   how many there are (0: none, or the row is free)
+        shape  (rows, R)   the rows' dense_shapes, member k in columns offset .. + rank
 
-    (A member's row of a table is contiguous: its own passes over every row, such as a
-    compaction of its arena, read it in order.)
+    (A row's entries are side by side: a shuffle queue's batch is of rows scattered over the
+    tables, and each costs a cache line or a few, not one per member. A member's own passes
+    over every row, such as a compaction of its arena, read its column with a fixed stride.)
 
     A batch of n rows is gathered for all members at once: the segments of every member, one
     member after the other, as one index into the arenas, split at the members' totals; and
@@ -224,10 +225,9 @@ class SparseColumns:
 
     def __init__(self, rows: int) -> None:
         self.members: List["SparseColumn"] = []
-        self.start = np.zeros((0, rows), dtype=np.int64)
-        self.length = np.zeros((0, rows), dtype=np.int64)
-        self.shape = np.zeros((0, rows), dtype=np.int64)
-        self.rows = rows
+        self.start = np.zeros((rows, 0), dtype=np.int64)
+        self.length = np.zeros((rows, 0), dtype=np.int64)
+        self.shape = np.zeros((rows, 0), dtype=np.int64)
 
     def add(self, component: int, dtype: np.dtype, what: str) -> "SparseColumn":
         """A new member for the queue's component ``component`` (no row holds it yet)."""
@@ -236,9 +236,10 @@ class SparseColumns:
         self.start, self.length = _widened(self.start, 1), _widened(self.length, 1)
         return member
 
-    def shape_rows(self, rank: int) -> int:
-        """Adds ``rank`` rows to the ``shape`` table for a member; returns where they begin."""
-        offset = len(self.shape)
+    def shape_columns(self, rank: int) -> int:
+        """Adds ``rank`` columns to the ``shape`` table for a member; returns where they
+        begin."""
+        offset = self.shape.shape[1]
         self.shape = _widened(self.shape, rank)
         return offset
 
@@ -246,33 +247,32 @@ class SparseColumns:
         """``rows`` rows, holding rows ``keep`` (slice or index array) first; the arenas stay."""
         resized = []
         for table in (self.start, self.length, self.shape):
-            grown = np.zeros((len(table), rows), dtype=np.int64)
-            kept = table[:, keep]
-            grown[:, :kept.shape[1]] = kept
+            grown = np.zeros((rows, table.shape[1]), dtype=np.int64)
+            kept = table[keep]
+            grown[:len(kept)] = kept
             resized.append(grown)
         self.start, self.length, self.shape = resized
-        self.rows = rows
 
     def write(self, index: Any, batch: List[Any]) -> None:
         """Stores the members' raw batches (Rows, ``batch[member.component]``) at rows
         ``index``, which are free."""
-        rows = _rows(index, self.rows)
+        rows = _rows(index, len(self.start))
         raws = [batch[member.component] for member in self.members]
         bases = [member.put(raw) for member, raw in zip(self.members, raws)]
-        lengths = np.array([raw.lengths for raw in raws], dtype=np.int64)
-        starts = lengths.cumsum(axis=1)
+        lengths = np.array([raw.lengths for raw in raws], dtype=np.int64).T
+        starts = lengths.cumsum(axis=0)
         starts -= lengths
-        starts += np.array(bases, dtype=np.int64)[:, None]
-        self.start[:, rows] = starts
-        self.length[:, rows] = lengths
-        self.shape[:, rows] = np.concatenate([raw.shapes for raw in raws], axis=1).T
+        starts += np.array(bases, dtype=np.int64)
+        self.start[rows] = starts
+        self.length[rows] = lengths
+        self.shape[rows] = np.concatenate([raw.shapes for raw in raws], axis=1)
 
     def read(self, index: Any, out: List[Any]) -> None:
         """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``."""
-        rows = _rows(index, self.rows)
-        lengths = self.length.take(rows, axis=1)
-        shapes = self.shape.take(rows, axis=1)
-        gather = sparse.segments(self.start.take(rows, axis=1).ravel(), lengths.ravel())
+        rows = _rows(index, len(self.start))
+        lengths = self.length.take(rows, axis=0).T.copy()  # (members, n), a member's in order
+        shapes = self.shape.take(rows, axis=0)
+        gather = sparse.segments(self.start.take(rows, axis=0).T.ravel(), lengths.ravel())
         ends = lengths.sum(axis=1).cumsum().tolist()
         for member, first, last in zip(self.members, [0] + ends, ends):
             out[member.component] = member.gathered(gather[first:last], lengths[member.k],
@@ -280,8 +280,8 @@ class SparseColumns:
 
     def clear(self, index: Any) -> None:
         """Frees rows ``index`` of every member."""
-        taken = self.length[:, index].sum(axis=1).tolist()
-        self.length[:, index] = 0
+        taken = self.length[index].sum(axis=0).tolist()
+        self.length[index] = 0
         for member, total in zip(self.members, taken):
             member.taken(total)
 
@@ -311,15 +311,15 @@ class SparseColumns:
             out[component] = SparseValue(indices[first:last], rows.values, dense_shape)
 
 
-def _widened(table: np.ndarray, rows: int) -> np.ndarray:
-    """``table`` with ``rows`` more (table) rows of zeros."""
-    return np.concatenate([table, np.zeros((rows, table.shape[1]), dtype=np.int64)])
+def _widened(table: np.ndarray, columns: int) -> np.ndarray:
+    """``table`` with ``columns`` more columns of zeros."""
+    return np.concatenate([table, np.zeros((len(table), columns), dtype=np.int64)], axis=1)
 
 
 class SparseColumn:
     """One sparse component of a queue, a member of its :class:`SparseColumns`: each
     element's values (and the indices inside it) in a segment of one arena per field; the
-    rows' ``start``, ``length`` and ``dense_shape`` in the shared tables (row ``k``).
+    rows' ``start``, ``length`` and ``dense_shape`` in the shared tables (column ``k``).
 
     ::
 
@@ -351,7 +351,7 @@ class SparseColumn:
         self.dtype = dtype
         self.what = what
         self.rank: Optional[int] = None
-        self.offset = 0  # where its rows of the group's shape table begin
+        self.offset = 0  # where its columns of the group's shape table begin
         self.values = np.zeros(0, dtype=dtype)
         self.inner = np.zeros((0, 0), dtype=np.int64)
         self.fill = 0  # the arena's used part
@@ -362,7 +362,7 @@ class SparseColumn:
         """Takes the rank of the first values written (the queue checks every later one)."""
         if self.rank is None:
             self.rank = rank
-            self.offset = self.group.shape_rows(rank)
+            self.offset = self.group.shape_columns(rank)
             self.inner = np.zeros((0, rank), dtype=np.int64)
 
     def _room(self, needed: int) -> None:
@@ -381,7 +381,7 @@ class SparseColumn:
             if not self.listed:
                 inner[:self.fill] = self.inner[:self.fill]
         else:
-            start, length = self.group.start[self.k], self.group.length[self.k]
+            start, length = self.group.start[:, self.k], self.group.length[:, self.k]
             held = np.flatnonzero(length)
             starts, lengths = start[held], length[held]
             gather = sparse.segments(starts, lengths)
@@ -397,7 +397,7 @@ class SparseColumn:
             return
         self.listed = False
         self.inner = np.zeros((len(self.values), self.rank or 0), dtype=np.int64)
-        start, length = self.group.start[self.k], self.group.length[self.k]
+        start, length = self.group.start[:, self.k], self.group.length[:, self.k]
         held = np.flatnonzero(length)
         lengths = length[held]
         self.inner[sparse.segments(start[held], lengths), 0] = sparse.places(lengths)
@@ -423,7 +423,7 @@ class SparseColumn:
         and the group's ``shapes`` table of the same rows."""
         return sparse.Rows(self.values.take(gather),
                            None if self.listed else self.inner.take(gather, axis=0), lengths,
-                           shapes[self.offset:self.offset + (self.rank or 0)].T)
+                           shapes[:, self.offset:self.offset + (self.rank or 0)])
 
     def taken(self, total: int) -> None:
         """``total`` values of rows just cleared left the arena."""
@@ -442,31 +442,31 @@ class SparseColumn:
         group = self.group
         self.values[self.fill:self.fill + total] = values
         self.inner[self.fill:self.fill + total] = indices
-        group.start[self.k, row] = self.fill
-        group.length[self.k, row] = total
-        group.shape[self.offset:self.offset + len(dense_shape), row] = dense_shape
+        group.start[row, self.k] = self.fill
+        group.length[row, self.k] = total
+        group.shape[row, self.offset:self.offset + len(dense_shape)] = dense_shape
         self.fill += total
         self.live += total
 
     def read(self, index: Any) -> sparse.Rows:
         """The raw batch of this component alone at rows ``index``."""
         group = self.group
-        rows = _rows(index, group.rows)
-        lengths = group.length[self.k].take(rows)
-        gather = sparse.segments(group.start[self.k].take(rows), lengths)
-        return self.gathered(gather, lengths, group.shape.take(rows, axis=1))
+        rows = _rows(index, len(group.start))
+        lengths = group.length[rows, self.k]
+        gather = sparse.segments(group.start[rows, self.k], lengths)
+        return self.gathered(gather, lengths, group.shape.take(rows, axis=0))
 
     def read_one(self, row: int) -> SparseValue:
         group = self.group
-        start = int(group.start[self.k, row])
-        stop = start + int(group.length[self.k, row])
+        start = int(group.start[row, self.k])
+        stop = start + int(group.length[row, self.k])
         inner = np.arange(stop - start, dtype=np.int64).reshape(-1, 1) if self.listed else \
             self.inner[start:stop].copy()
         return SparseValue(inner, self.values[start:stop].copy(),
-                           group.shape[self.offset:self.offset + (self.rank or 0), row].copy())
+                           group.shape[row, self.offset:self.offset + (self.rank or 0)].copy())
 
     def clear(self, index: Any) -> None:
-        length = self.group.length[self.k]
+        length = self.group.length[:, self.k]
         self.taken(int(length[index].sum()))
         length[index] = 0
 

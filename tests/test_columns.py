@@ -5,6 +5,7 @@ compares what leaves with a plain Python model; the others pin the arena's compa
 rank check at the first enqueue, and string values.
 """
 
+import threading
 from collections import Counter
 
 import numpy as np
@@ -274,3 +275,66 @@ def test_several_sparse_components_move_together_through_growth_and_compaction(k
             assert ints and grid is False
             assert words == (not any(op == "spread" and any(len(row) > 1 for row in arg)
                                      for op, arg in ops))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+def test_two_producers_and_two_consumers_move_every_sparse_value_intact(kind):
+    """4 threads: two enqueue_many batches and single elements of three sparse components
+    and a serial number, two take batches and single elements, through rows that grow and
+    arenas that compact; every element arrives once with its own values."""
+    per_producer, names = 600, ["serial", "ints", "words", "grid"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_columns, "_MIN_ARENA", 4)
+        patch.setattr(_queue_base, "_INITIAL_ROWS", 4)
+        dtypes, shapes = [qp.int64, qp.int64, qp.string, qp.float32], [[], None, None, None]
+        q = qp.FIFOQueue(50, dtypes, shapes, names=names) if kind == "fifo" else \
+            qp.RandomShuffleQueue(50, 5, dtypes, shapes, names=names, seed=0)
+        expected, errors, results = {}, [], [[], []]
+
+        def lists(serial, count):
+            return [[serial + j] * ((serial + j) % 4) for j in range(count)]
+
+        def produce(p):
+            serial = p * per_producer
+            while serial < (p + 1) * per_producer:
+                count = min(1 + serial % 7, (p + 1) * per_producer - serial)
+                step = 1 + serial % 2  # odd: words every second place
+                rows = lists(serial, count)
+                expected.update((serial + j, modelled(row, step)) for j, row in enumerate(rows))
+                ints, words, grid = several(rows, step)
+                q.enqueue_many({"serial": np.arange(serial, serial + count), "ints": ints,
+                                "words": words, "grid": grid})
+                serial += count
+
+        def consume(c):
+            turn = 0
+            while True:
+                turn += 1
+                try:
+                    batch = q.dequeue_up_to(2 + turn % 5)
+                except OutOfRangeError:
+                    return
+                results[c].extend((key, element_of(key, batch, j))
+                                  for j, key in enumerate(batch["serial"].tolist()))
+
+        def guarded(fn, i):
+            try:
+                fn(i)
+            except BaseException as e:  # noqa: B902 - reported by the test
+                errors.append(e)
+
+        producers = [threading.Thread(target=guarded, args=(produce, p)) for p in range(2)]
+        consumers = [threading.Thread(target=guarded, args=(consume, c)) for c in range(2)]
+        for thread in producers + consumers:
+            thread.start()
+        for thread in producers:
+            thread.join(30)
+        q.close()
+        for thread in consumers:
+            thread.join(30)
+    assert not errors
+    got = [entry for out in results for entry in out]
+    assert len(expected) == 2 * per_producer
+    assert Counter(key for key, _ in got) == Counter(list(expected))  # each once
+    for key, element in got:
+        assert element == expected[key]
