@@ -5,13 +5,13 @@ compares what leaves with a plain Python model; the others pin the arena's compa
 rank check at the first enqueue, and string values.
 """
 
-import threading
 from collections import Counter
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import producers_and_consumers
 
 import queuepipe as qp
 from queuepipe import _columns, _queue_base, sparse
@@ -289,7 +289,7 @@ def test_two_producers_and_two_consumers_move_every_sparse_value_intact(kind):
         dtypes, shapes = [qp.int64, qp.int64, qp.string, qp.float32], [[], None, None, None]
         q = qp.FIFOQueue(50, dtypes, shapes, names=names) if kind == "fifo" else \
             qp.RandomShuffleQueue(50, 5, dtypes, shapes, names=names, seed=0)
-        expected, errors, results = {}, [], [[], []]
+        expected, results = {}, [[], []]
 
         def lists(serial, count):
             return [[serial + j] * ((serial + j) % 4) for j in range(count)]
@@ -317,22 +317,7 @@ def test_two_producers_and_two_consumers_move_every_sparse_value_intact(kind):
                 results[c].extend((key, element_of(key, batch, j))
                                   for j, key in enumerate(batch["serial"].tolist()))
 
-        def guarded(fn, i):
-            try:
-                fn(i)
-            except BaseException as e:  # noqa: B902 - reported by the test
-                errors.append(e)
-
-        producers = [threading.Thread(target=guarded, args=(produce, p)) for p in range(2)]
-        consumers = [threading.Thread(target=guarded, args=(consume, c)) for c in range(2)]
-        for thread in producers + consumers:
-            thread.start()
-        for thread in producers:
-            thread.join(30)
-        q.close()
-        for thread in consumers:
-            thread.join(30)
-    assert not errors
+        assert not producers_and_consumers(q, produce, consume, 2, 2)
     got = [entry for out in results for entry in out]
     assert len(expected) == 2 * per_producer
     assert Counter(key for key, _ in got) == Counter(list(expected))  # each once

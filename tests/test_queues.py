@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import producers_and_consumers
 
 import queuepipe as qp
 from queuepipe import _queue_base, queues
@@ -673,7 +674,7 @@ def test_exactly_once_with_four_producers_and_four_consumers(kind):
     else:
         q = qp.RandomShuffleQueue(8, 2, dtypes, shapes=shapes, seed=11)
     per_producer = 500
-    errors, results = [], [[] for _ in range(4)]
+    results = [[] for _ in range(4)]
 
     def produce(p):
         ids = list(range(p * per_producer, (p + 1) * per_producer))
@@ -706,22 +707,7 @@ def test_exactly_once_with_four_producers_and_four_consumers(kind):
                     return
                 draining = True
 
-    def guarded(fn, i):
-        try:
-            fn(i)
-        except BaseException as e:  # noqa: B902 - reported by the test
-            errors.append(e)
-
-    producers = [threading.Thread(target=guarded, args=(produce, p)) for p in range(4)]
-    consumers = [threading.Thread(target=guarded, args=(consume, c)) for c in range(4)]
-    for thread in producers + consumers:
-        thread.start()
-    for thread in producers:
-        thread.join(30)
-    q.close()
-    for thread in consumers:
-        thread.join(30)
-    assert not errors
+    assert not producers_and_consumers(q, produce, consume, 4, 4)
     got = [record for out in results for record in out]
     assert Counter(r[0] for r in got) == Counter(range(4 * per_producer))
     for i, floats, text in got:
