@@ -19,9 +19,11 @@ SparseColumn       SparseValues: values and indices    a gather of n segments of
                    its SparseColumns' shared tables
 =================  ==================================  =======================================
 
-A queue's sparse components move as one: :class:`SparseColumns` writes, reads, clears and
-finishes a batch for all of them with a few NumPy calls on ``(components, rows)`` tables, so
-that a batch costs a few calls per component at most, not a few per element or per field.
+Components move in groups where they can: the fixed-shape ones of one dtype and row shape
+share one ``(rows, K, *shape)`` table (:class:`DenseColumns`), and a queue's sparse ones
+keep their rows in shared tables (:class:`SparseColumns`), so that a batch of a wide schema
+costs a few NumPy calls per group and a take per sparse arena, not a dozen per component. A
+group's members (:class:`DenseMember`, :class:`SparseColumn`) serve single elements.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from queuepipe import sparse
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.sparse import SparseValue
 
-__all__ = ["DenseColumn", "ObjectColumn", "PaddedColumn", "SparseColumns", "SparseColumn",
-           "concat"]
+__all__ = ["DenseColumn", "DenseColumns", "DenseMember", "ObjectColumn", "PaddedColumn",
+           "SparseColumns", "SparseColumn", "concat"]
 
 # The largest copy into a column that keeps the GIL (see _assign).
 _KEEP_GIL_BYTES = 1 << 16
@@ -83,7 +85,7 @@ def _rows(index: Any, rows: int) -> np.ndarray:
 class DenseColumn:
     """A component of fully defined shape: row ``r`` of a ``(rows, *shape)`` array."""
 
-    grouped = False  # stored and moved by itself (a SparseColumn's group moves it)
+    grouped = False  # stored and moved by itself (a group moves its members' batches)
 
     def __init__(self, rows: int, dtype: np.dtype, shape: Tuple[int, ...]) -> None:
         self.data = np.empty((rows,) + shape, dtype=dtype)
@@ -142,6 +144,71 @@ class DenseColumn:
     def finish(self, raw: np.ndarray) -> np.ndarray:
         """A raw batch as the user sees it."""
         return raw
+
+
+class DenseColumns:
+    """Fixed-shape components of one dtype and row shape, side by side in one
+    ``(rows, K, *shape)`` table: a batch of rows goes in with one copy for all of them and
+    leaves with one ``take`` and one copy (each component's batch is a contiguous slice of
+    that copy), where one column each costs a call per component, and a shuffle queue's
+    scattered rows a cache miss per component and row (a wide schema's hundred scalar
+    features: int64, float and bytes).
+    """
+
+    def __init__(self, rows: int, dtype: np.dtype, shape: Tuple[int, ...]) -> None:
+        self.data = np.empty((rows, 0) + shape, dtype=dtype)
+        self.components: List[int] = []
+
+    def add(self, component: int) -> "DenseMember":
+        """A member for the queue's component ``component``; before any row is stored."""
+        self.components.append(component)
+        rows, _, *shape = self.data.shape
+        self.data = np.empty((rows, len(self.components), *shape), dtype=self.data.dtype)
+        return DenseMember(self, len(self.components) - 1)
+
+    def resize(self, rows: int, keep: Any) -> None:
+        """``rows`` rows, holding rows ``keep`` (slice or index array) first."""
+        grown = np.empty((rows,) + self.data.shape[1:], dtype=self.data.dtype)
+        kept = self.data[keep]
+        grown[:len(kept)] = kept
+        self.data = grown
+
+    def write(self, index: Any, batch: List[Any]) -> None:
+        """Stores the members' raw batches (``batch[component]``) at rows ``index``."""
+        self.data[index] = np.stack([batch[c] for c in self.components], axis=1)
+
+    def read(self, index: Any, out: List[Any]) -> None:
+        """Sets ``out[component]`` to each member's raw batch of rows ``index``."""
+        taken = self.data[index] if isinstance(index, slice) else \
+            self.data.take(index, axis=0)
+        by_member = taken.swapaxes(0, 1).copy()  # (a slice's rows are cleared next)
+        for k, component in enumerate(self.components):
+            out[component] = by_member[k]
+
+    def clear(self, index: Any) -> None:
+        if self.data.dtype == object:  # drop the references, so memory can be freed
+            self.data[index] = None
+
+    def finish(self, raw: List[Any], out: List[Any]) -> None:
+        for component in self.components:
+            out[component] = raw[component]
+
+
+class DenseMember(DenseColumn):
+    """One component of a :class:`DenseColumns`: its ``data`` is the table's column ``k``
+    (a view), which serves one element, or one component (a queue's saved state)."""
+
+    grouped = True
+
+    def __init__(self, group: DenseColumns, k: int) -> None:  # (its data is the group's)
+        self.group, self.k = group, k
+
+    @property
+    def data(self) -> np.ndarray:  # type: ignore[override]
+        return self.group.data[:, self.k]
+
+    def read(self, index: Any) -> np.ndarray:
+        return self.group.data[index, self.k].copy()  # (no take of a strided view)
 
 
 class ObjectColumn(DenseColumn):

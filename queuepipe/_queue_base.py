@@ -143,7 +143,10 @@ class QueueBase:
         # An RLock, for its C-level owner (see wait_holding); never taken twice by a thread.
         self._lock = threading.RLock()
         self._columns: List[Any] = []  # one per component, made once the dtypes are known
-        # The sparse components' shared row tables, once a component holds SparseValues.
+        # Columns that move their members' batches together: the fixed-shape components of
+        # one dtype and shape (DenseColumns), and the sparse ones (SparseColumns, made once a
+        # component holds SparseValues, also kept as _sparse).
+        self._groups: List[Any] = []
         self._sparse: Optional[_columns.SparseColumns] = None
         self._rows = 0  # rows allocated in each column (grown up to capacity as needed)
         self._spec = Components(self._name, dtypes, shapes, names, self._lock,
@@ -264,6 +267,16 @@ class QueueBase:
         spec = self._spec
         self._rows = min(self._capacity, _INITIAL_ROWS)
         self._columns = [self._column(i, self._rows) for i in range(len(spec.known_dtypes))]
+        alike: Dict[Tuple[np.dtype, Tuple[int, ...]], List[int]] = {}
+        for i, column in enumerate(self._columns):
+            if type(column) is _columns.DenseColumn:
+                alike.setdefault((column.data.dtype, column.data.shape[1:]), []).append(i)
+        for (dtype, shape), members in alike.items():
+            if len(members) > 1:
+                group = _columns.DenseColumns(self._rows, dtype, shape)
+                for i in members:
+                    self._columns[i] = group.add(i)
+                self._groups.append(group)
         self._rows_changed()
 
     def _column(self, i: int, rows: int) -> Any:
@@ -277,6 +290,7 @@ class QueueBase:
         if spec.kinds[i]:
             if self._sparse is None:
                 self._sparse = _columns.SparseColumns(rows)
+                self._groups.append(self._sparse)
             return self._sparse.add(i, dtype, what)
         return _columns.ObjectColumn(rows, dtype, what)
 
@@ -293,8 +307,8 @@ class QueueBase:
         self._rows = max(min(2 * self._rows, self._capacity), needed)
         self._columns = [column if column.grouped else column.resized(self._rows, keep)
                          for column in self._columns]
-        if self._sparse is not None:
-            self._sparse.resize(self._rows, keep)
+        for group in self._groups:
+            group.resize(self._rows, keep)
         self._rows_changed()
 
     def _write(self, index: Any, batch: List[Any]) -> None:
@@ -302,8 +316,8 @@ class QueueBase:
         for column, values in zip(self._columns, batch):
             if not column.grouped:
                 column.write(index, values)
-        if self._sparse is not None:
-            self._sparse.write(index, batch)
+        for group in self._groups:
+            group.write(index, batch)
 
     def _write_one(self, row: int, values: List[Any]) -> None:
         for column, value in zip(self._columns, values):
@@ -312,9 +326,9 @@ class QueueBase:
     def _read(self, index: Any) -> List[Any]:
         """The raw batch at rows ``index``, which are then cleared."""
         out = [None if column.grouped else column.read(index) for column in self._columns]
-        if self._sparse is not None:
-            self._sparse.read(index, out)
-            self._sparse.clear(index)
+        for group in self._groups:
+            group.read(index, out)
+            group.clear(index)
         for column in self._columns:
             if not column.grouped:
                 column.clear(index)
@@ -324,8 +338,8 @@ class QueueBase:
         """A raw batch as the user sees it: every component's ``finish``."""
         out = [None if column.grouped else column.finish(values)
                for column, values in zip(self._columns, raw)]
-        if self._sparse is not None:
-            self._sparse.finish(raw, out)
+        for group in self._groups:
+            group.finish(raw, out)
         return out
 
     def _read_one(self, row: int) -> List[Any]:

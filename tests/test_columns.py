@@ -323,3 +323,64 @@ def test_two_producers_and_two_consumers_move_every_sparse_value_intact(kind):
     assert Counter(key for key, _ in got) == Counter(list(expected))  # each once
     for key, element in got:
         assert element == expected[key]
+
+
+# -- fixed-shape components of one dtype and shape: one table --------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle", "priority", "padding"])
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.just("put_many"), st.integers(0, 9)), st.tuples(st.just("put"), st.just(1)),
+    st.tuples(st.just("take"), st.integers(1, 7)), st.tuples(st.just("take_one"), st.just(1))),
+    max_size=40))
+def test_components_of_one_dtype_and_shape_share_a_table_and_leave_whole(kind, ops):
+    """Three int64 scalars (the priority one of them), two float rows of 3 and two strings:
+    three tables of several members, through growth from 4 rows and a ring that wraps; each
+    element leaves with its own values, each batch's components contiguous arrays."""
+    names = ["serial", "twice", "minus", "row", "half", "word", "upper"]
+    dtypes = [qp.int64, qp.int64, qp.int64, qp.float32, qp.float32, qp.string, qp.string]
+    shapes = [[], [], [], [3], [3], [], []]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_queue_base, "_INITIAL_ROWS", 4)
+        q = qp.FIFOQueue(60, dtypes, shapes, names=names) if kind == "fifo" else \
+            qp.PaddingFIFOQueue(60, dtypes, shapes, names=names) if kind == "padding" else \
+            qp.RandomShuffleQueue(60, 0, dtypes, shapes, names=names, seed=2) \
+            if kind == "shuffle" else qp.PriorityQueue(60, dtypes[1:], shapes[1:], names=names)
+        groups = [g for g in q._groups if isinstance(g, _columns.DenseColumns)]
+        assert sorted(len(g.components) for g in groups) == [2, 2, 3]
+
+        def values(serials):
+            s = np.asarray(serials, dtype=np.int64)
+            return {"serial": s, "twice": 2 * s, "minus": -s,
+                    "row": np.stack([s, s + 1, s + 2], axis=1).astype(np.float32),
+                    "half": np.stack([s / 2] * 3, axis=1).astype(np.float32),
+                    "word": np.array([str(v).encode() for v in serials], dtype=object),
+                    "upper": np.array([b"W%d" % v for v in serials], dtype=object)}
+
+        def check(batch):
+            serials = batch["serial"].tolist()
+            want = values(serials)
+            for name in names:
+                assert batch[name].flags.c_contiguous and batch[name].dtype == want[name].dtype
+                assert batch[name].tolist() == want[name].tolist()
+            return serials
+
+        held, serial = set(), 0
+        for op, arg in ops:
+            if op in ("put_many", "put") and len(held) + arg <= 60:
+                if op == "put":
+                    q.enqueue({k: v[0] for k, v in values([serial]).items()})
+                else:
+                    q.enqueue_many(values(range(serial, serial + arg)))
+                held.update(range(serial, serial + arg))
+                serial += arg
+            elif op == "take" and len(held) >= arg:
+                held.difference_update(check(q.dequeue_many(arg)))
+            elif op == "take_one" and held:
+                element = q.dequeue()
+                check({k: np.asarray([v]) if k not in ("word", "upper") else
+                       np.array([v], dtype=object) for k, v in element.items()})
+                held.remove(int(element["serial"]))
+        q.close()
+        while held:
+            held.difference_update(check(q.dequeue_up_to(4)))
