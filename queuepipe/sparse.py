@@ -303,20 +303,25 @@ def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
     element after element) when ``indices [N, 2]`` are exactly theirs, else None: a few
     NumPy calls whatever ``n``, for the indices a parse of a chunk makes.
 
-    The lengths are read off the first column as if it were sorted; both columns are then
-    compared with the indices those lengths make, which proves them (or sends the caller to
-    the general path, which sorts and checks).
+    Rows in order and within ``0 .. n - 1`` give each element's values as a run (its bounds
+    searched), and each value's place must be its position less where its run begins.
+    (One array of ``N`` is made, not one per column: a chunk's arrays are large enough that
+    each costs the allocator fresh pages.)
     """
     if indices.dtype != np.int64:
         return None
     # (NumPy's methods and ufuncs here: its Python-level functions cost more than the work
     # on a chunk's few values of each of a wide schema's columns)
-    bounds = indices[:, 0].searchsorted(_counting(n + 1))
-    lengths = bounds[1:] - bounds[:-1]
-    if bounds[0] != 0 or bounds[-1] != len(indices) or (n and lengths.min() < 0):
+    rows = indices[:, 0]
+    if len(rows) > 1 and (rows[1:] < rows[:-1]).any():
         return None
-    rows, places = _list_columns(lengths, len(indices))
-    if not ((indices[:, 0] == rows).all() and (indices[:, 1] == places).all()):
+    bounds = rows.searchsorted(_counting(n + 1))
+    if bounds[0] != 0 or bounds[-1] != len(indices):  # a row outside 0 .. n - 1
+        return None
+    lengths = bounds[1:] - bounds[:-1]
+    places = bounds[:-1].repeat(lengths)
+    np.subtract(_counting(len(indices)), places, out=places)
+    if not (indices[:, 1] == places).all():
         return None
     return lengths
 
