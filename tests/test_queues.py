@@ -203,6 +203,17 @@ def test_strings_component_rejects_numbers():
         q.enqueue_many([[b"a", 7]])
 
 
+def test_an_object_array_of_strings_is_taken_as_bytes_and_copied():
+    q = qp.FIFOQueue(9, qp.string, shapes=[[]], name="q")
+    words = np.array([b"a", b"bc", b""], dtype=object)  # as a parse makes them
+    q.enqueue_many([words])
+    words[0] = b"changed"  # the queue holds its own references
+    q.enqueue_many([np.array(["d", np.bytes_(b"e"), b"f"], dtype=object)])
+    assert q.dequeue_many(6).tolist() == [b"a", b"bc", b"", b"d", b"e", b"f"]
+    with pytest.raises(InvalidArgumentError, match=r"expected dtype string \(bytes\), got 7$"):
+        q.enqueue_many([np.array([b"a", 7], dtype=object)])
+
+
 def test_dtypes_are_taken_from_the_first_element():
     q = qp.FIFOQueue(5, name="q")
     assert q.dtypes is None and q.shapes is None
