@@ -5,7 +5,9 @@ usage::
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data [--workload tokens] [--repeat 5]
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline
 
-One thread, no pipeline around it: the first two shards of ``bench.py``'s workload read in
+One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
+shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
+dequeues: with two, no batch left it and the dequeue figure timed only ``size()``) read in
 chunks of 512 (``TFRecordReader.read_up_to``), each chunk parsed by one ``parse_example``
 with ``bench.py``'s features, and the parsed chunks put through a RandomShuffleQueue of
 ``bench.py``'s sizes (``enqueue_many`` of each chunk, ``dequeue_many`` of a batch while the
@@ -90,7 +92,7 @@ def main(argv=None) -> int:
         bench.write_workloads(data, 60000, 8)
     folder = os.path.join(data, args.workload)
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
-                   if f.endswith(".tfrecord"))[:2]
+                   if f.endswith(".tfrecord"))[:6 if args.workload == "wide" else 2]
     specs = bench._specs(qp, args.workload)
     with _timed_walk() as walk_seconds:
         if args.pipeline:

@@ -13,16 +13,23 @@ DenseColumn        fixed-shape values: one row each    a slice (or ``take``) of 
                    of a ``(rows, *shape)`` array
 ObjectColumn       values of unknown shape, one        stacked at dequeue (PaddedColumn pads
                    object per row                      the free dimensions instead)
-SparseColumn       SparseValues: values and indices    a gather of n segments of the arena,
-                   in one growing arena, a (start,     one NumPy call per field
-                   length, dense_shape) per row
+SparseColumn       SparseValues: values and indices    a gather of n segments of the arena;
+                   in one growing arena; per row a     with every sparse component's at once
+                   (start, length, dense_shape) in     (one index for all, a take per arena)
+                   its SparseColumns' shared tables
 =================  ==================================  =======================================
+
+Components move in groups where they can: the fixed-shape ones of one dtype and row shape
+share one ``(rows, K, *shape)`` table (:class:`DenseColumns`), and a queue's sparse ones
+keep their rows in shared tables (:class:`SparseColumns`), so that a batch of a wide schema
+costs a few NumPy calls per group and a take per sparse arena, not a dozen per component. A
+group's members (:class:`DenseMember`, :class:`SparseColumn`) serve single elements.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,7 +38,8 @@ from queuepipe import sparse
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.sparse import SparseValue
 
-__all__ = ["DenseColumn", "ObjectColumn", "PaddedColumn", "SparseColumn", "concat"]
+__all__ = ["DenseColumn", "DenseColumns", "DenseMember", "ObjectColumn", "PaddedColumn",
+           "SparseColumns", "SparseColumn", "concat"]
 
 # The largest copy into a column that keeps the GIL (see _assign).
 _KEEP_GIL_BYTES = 1 << 16
@@ -76,6 +84,8 @@ def _rows(index: Any, rows: int) -> np.ndarray:
 
 class DenseColumn:
     """A component of fully defined shape: row ``r`` of a ``(rows, *shape)`` array."""
+
+    grouped = False  # stored and moved by itself (a group moves its members' batches)
 
     def __init__(self, rows: int, dtype: np.dtype, shape: Tuple[int, ...]) -> None:
         self.data = np.empty((rows,) + shape, dtype=dtype)
@@ -136,6 +146,71 @@ class DenseColumn:
         return raw
 
 
+class DenseColumns:
+    """Fixed-shape components of one dtype and row shape, side by side in one
+    ``(rows, K, *shape)`` table: a batch of rows goes in with one copy for all of them and
+    leaves with one ``take`` and one copy (each component's batch is a contiguous slice of
+    that copy), where one column each costs a call per component, and a shuffle queue's
+    scattered rows a cache miss per component and row (a wide schema's hundred scalar
+    features: int64, float and bytes).
+    """
+
+    def __init__(self, rows: int, dtype: np.dtype, shape: Tuple[int, ...]) -> None:
+        self.data = np.empty((rows, 0) + shape, dtype=dtype)
+        self.components: List[int] = []
+
+    def add(self, component: int) -> "DenseMember":
+        """A member for the queue's component ``component``; before any row is stored."""
+        self.components.append(component)
+        rows, _, *shape = self.data.shape
+        self.data = np.empty((rows, len(self.components), *shape), dtype=self.data.dtype)
+        return DenseMember(self, len(self.components) - 1)
+
+    def resize(self, rows: int, keep: Any) -> None:
+        """``rows`` rows, holding rows ``keep`` (slice or index array) first."""
+        grown = np.empty((rows,) + self.data.shape[1:], dtype=self.data.dtype)
+        kept = self.data[keep]
+        grown[:len(kept)] = kept
+        self.data = grown
+
+    def write(self, index: Any, batch: List[Any]) -> None:
+        """Stores the members' raw batches (``batch[component]``) at rows ``index``."""
+        self.data[index] = np.stack([batch[c] for c in self.components], axis=1)
+
+    def read(self, index: Any, out: List[Any]) -> None:
+        """Sets ``out[component]`` to each member's raw batch of rows ``index``."""
+        taken = self.data[index] if isinstance(index, slice) else \
+            self.data.take(index, axis=0)
+        by_member = taken.swapaxes(0, 1).copy()  # (a slice's rows are cleared next)
+        for k, component in enumerate(self.components):
+            out[component] = by_member[k]
+
+    def clear(self, index: Any) -> None:
+        if self.data.dtype == object:  # drop the references, so memory can be freed
+            self.data[index] = None
+
+    def finish(self, raw: List[Any], out: List[Any]) -> None:
+        for component in self.components:
+            out[component] = raw[component]
+
+
+class DenseMember(DenseColumn):
+    """One component of a :class:`DenseColumns`: its ``data`` is the table's column ``k``
+    (a view), which serves one element, or one component (a queue's saved state)."""
+
+    grouped = True
+
+    def __init__(self, group: DenseColumns, k: int) -> None:  # (its data is the group's)
+        self.group, self.k = group, k
+
+    @property
+    def data(self) -> np.ndarray:  # type: ignore[override]
+        return self.group.data[:, self.k]
+
+    def read(self, index: Any) -> np.ndarray:
+        return self.group.data[index, self.k].copy()  # (no take of a strided view)
+
+
 class ObjectColumn(DenseColumn):
     """A dense component of unknown shape: each row an object, the element's own array.
     A batch is stacked when it leaves; elements of different shapes cannot be."""
@@ -193,10 +268,125 @@ class PaddedColumn(ObjectColumn):
         return out
 
 
+class SparseColumns:
+    """Every sparse component of a queue: each one's values in an arena of its own (a
+    :class:`SparseColumn`), and the rows' bookkeeping of all of them in shared tables, so
+    that a batch goes in and out with a few NumPy calls on ``(rows, components)`` arrays, not
+    a few per component (a wide schema has a hundred ``VarLenFeature`` s).
+
+    ::
+
+        start  (rows, K)   where row r's values of member k begin in k's arena
+        length (rows, K)   how many there are (0: none, or the row is free)
+        shape  (rows, R)   the rows' dense_shapes, member k in columns offset .. + rank
+
+    (A row's entries are side by side: a shuffle queue's batch is of rows scattered over the
+    tables, and each costs a cache line or a few, not one per member. A member's own passes
+    over every row, such as a compaction of its arena, read its column with a fixed stride.)
+
+    A batch of n rows is gathered for all members at once: the segments of every member, one
+    member after the other, as one index into the arenas, split at the members' totals; and
+    the batched SparseValues of plain lists get their ``[row, place]`` indices from one
+    array, of which each member's is a slice.
+    """
+
+    def __init__(self, rows: int) -> None:
+        self.members: List["SparseColumn"] = []
+        self.start = np.zeros((rows, 0), dtype=np.int64)
+        self.length = np.zeros((rows, 0), dtype=np.int64)
+        self.shape = np.zeros((rows, 0), dtype=np.int64)
+
+    def add(self, component: int, dtype: np.dtype, what: str) -> "SparseColumn":
+        """A new member for the queue's component ``component`` (no row holds it yet)."""
+        member = SparseColumn(self, len(self.members), component, dtype, what)
+        self.members.append(member)
+        self.start, self.length = _widened(self.start, 1), _widened(self.length, 1)
+        return member
+
+    def shape_columns(self, rank: int) -> int:
+        """Adds ``rank`` columns to the ``shape`` table for a member; returns where they
+        begin."""
+        offset = self.shape.shape[1]
+        self.shape = _widened(self.shape, rank)
+        return offset
+
+    def resize(self, rows: int, keep: Any) -> None:
+        """``rows`` rows, holding rows ``keep`` (slice or index array) first; the arenas stay."""
+        resized = []
+        for table in (self.start, self.length, self.shape):
+            grown = np.zeros((rows, table.shape[1]), dtype=np.int64)
+            kept = table[keep]
+            grown[:len(kept)] = kept
+            resized.append(grown)
+        self.start, self.length, self.shape = resized
+
+    def write(self, index: Any, batch: List[Any]) -> None:
+        """Stores the members' raw batches (Rows, ``batch[member.component]``) at rows
+        ``index``, which are free."""
+        rows = _rows(index, len(self.start))
+        raws = [batch[member.component] for member in self.members]
+        bases = [member.put(raw) for member, raw in zip(self.members, raws)]
+        lengths = np.array([raw.lengths for raw in raws], dtype=np.int64).T
+        starts = lengths.cumsum(axis=0)
+        starts -= lengths
+        starts += np.array(bases, dtype=np.int64)
+        self.start[rows] = starts
+        self.length[rows] = lengths
+        self.shape[rows] = np.concatenate([raw.shapes for raw in raws], axis=1)
+
+    def read(self, index: Any, out: List[Any]) -> None:
+        """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``."""
+        rows = _rows(index, len(self.start))
+        lengths = self.length.take(rows, axis=0).T.copy()  # (members, n), a member's in order
+        shapes = self.shape.take(rows, axis=0)
+        gather = sparse.segments(self.start.take(rows, axis=0).T.ravel(), lengths.ravel())
+        ends = lengths.sum(axis=1).cumsum().tolist()
+        for member, first, last in zip(self.members, [0] + ends, ends):
+            out[member.component] = member.gathered(gather[first:last], lengths[member.k],
+                                                    shapes)
+
+    def clear(self, index: Any) -> None:
+        """Frees rows ``index`` of every member."""
+        taken = self.length[index].sum(axis=0).tolist()
+        self.length[index] = 0
+        for member, total in zip(self.members, taken):
+            member.taken(total)
+
+    def finish(self, raw: List[Any], out: List[Any]) -> None:
+        """Sets ``out[member.component]`` to each member's batched SparseValue, as
+        :meth:`~queuepipe.sparse.Rows.to_sparse` makes it; those of plain lists share one
+        index array (each has its slice) and one array of dense shapes (each has its row)."""
+        lists = []
+        for member in self.members:
+            rows = raw[member.component]
+            if rows.inner is None:
+                lists.append((member.component, rows))
+            else:
+                out[member.component] = rows.to_sparse()
+        if not lists:
+            return
+        n = len(lists[0][1])
+        lengths = np.array([rows.lengths for _, rows in lists], dtype=np.int64)
+        indices = sparse.list_indices(lengths.ravel(), int(lengths.sum()), n)
+        dense_shapes = np.empty((len(lists), 2), dtype=np.int64)
+        dense_shapes[:, 0] = n
+        dense_shapes[:, 1] = np.array([rows.shapes[:, 0] for _, rows in lists]).max(axis=1) \
+            if n else 0
+        ends = lengths.sum(axis=1).cumsum().tolist()
+        for (component, rows), first, last, dense_shape in zip(lists, [0] + ends, ends,
+                                                               dense_shapes):
+            out[component] = SparseValue(indices[first:last], rows.values, dense_shape)
+
+
+def _widened(table: np.ndarray, columns: int) -> np.ndarray:
+    """``table`` with ``columns`` more columns of zeros."""
+    return np.concatenate([table, np.zeros((len(table), columns), dtype=np.int64)], axis=1)
+
+
 class SparseColumn:
-    """A component of SparseValues, held flat: each element's values (and the indices inside
-    it) in a segment of one arena per field, and per row the segment's start, its length and
-    the element's ``dense_shape``.
+    """One sparse component of a queue, a member of its :class:`SparseColumns`: each
+    element's values (and the indices inside it) in a segment of one arena per field; the
+    rows' ``start``, ``length`` and ``dense_shape`` in the shared tables (column ``k``).
 
     ::
 
@@ -215,36 +405,31 @@ class SparseColumn:
     ``VarLenFeature`` parses to, :class:`~queuepipe.sparse.Rows` with ``inner`` None), the
     arena of indices is not kept: it is made from the lengths at the first element that
     needs it.
+
+    Batches of rows move through :class:`SparseColumns` for all members at once; the
+    methods here serve one element, or one component (a queue's saved state).
     """
 
-    def __init__(self, rows: int, dtype: np.dtype, what: str) -> None:
+    grouped = True  # stored and moved by its SparseColumns, not by itself
+
+    def __init__(self, group: SparseColumns, k: int, component: int, dtype: np.dtype,
+                 what: str) -> None:
+        self.group, self.k, self.component = group, k, component
         self.dtype = dtype
         self.what = what
         self.rank: Optional[int] = None
-        self.start = np.zeros(rows, dtype=np.int64)
-        self.length = np.zeros(rows, dtype=np.int64)
-        self.shape = np.zeros((rows, 0), dtype=np.int64)
+        self.offset = 0  # where its columns of the group's shape table begin
         self.values = np.zeros(0, dtype=dtype)
         self.inner = np.zeros((0, 0), dtype=np.int64)
         self.fill = 0  # the arena's used part
         self.live = 0  # values held by rows not cleared
         self.listed = True  # every element held a plain list: no indices kept
 
-    def resized(self, rows: int, keep: Any) -> "SparseColumn":
-        grown = SparseColumn(rows, self.dtype, self.what)
-        grown.rank, grown.values, grown.inner = self.rank, self.values, self.inner
-        grown.fill, grown.live, grown.listed = self.fill, self.live, self.listed
-        grown.shape = np.zeros((rows, self.shape.shape[1]), dtype=np.int64)
-        for name in ("start", "length", "shape"):
-            kept = getattr(self, name)[keep]
-            getattr(grown, name)[:len(kept)] = kept
-        return grown
-
     def _set_rank(self, rank: int) -> None:
         """Takes the rank of the first values written (the queue checks every later one)."""
         if self.rank is None:
             self.rank = rank
-            self.shape = np.zeros((len(self.start), rank), dtype=np.int64)
+            self.offset = self.group.shape_columns(rank)
             self.inner = np.zeros((0, rank), dtype=np.int64)
 
     def _room(self, needed: int) -> None:
@@ -263,13 +448,14 @@ class SparseColumn:
             if not self.listed:
                 inner[:self.fill] = self.inner[:self.fill]
         else:
-            held = np.flatnonzero(self.length)
-            starts, lengths = self.start[held], self.length[held]
+            start, length = self.group.start[:, self.k], self.group.length[:, self.k]
+            held = np.flatnonzero(length)
+            starts, lengths = start[held], length[held]
             gather = sparse.segments(starts, lengths)
             values[:self.live] = self.values[gather]
             if not self.listed:
                 inner[:self.live] = self.inner[gather]
-            self.start[held] = np.cumsum(lengths) - lengths
+            start[held] = np.cumsum(lengths) - lengths
         self.values, self.inner, self.fill = values, inner, self.live
 
     def _unlist(self) -> None:
@@ -278,25 +464,41 @@ class SparseColumn:
             return
         self.listed = False
         self.inner = np.zeros((len(self.values), self.rank or 0), dtype=np.int64)
-        held = np.flatnonzero(self.length)
-        lengths = self.length[held]
-        self.inner[sparse.segments(self.start[held], lengths), 0] = sparse.places(lengths)
+        start, length = self.group.start[:, self.k], self.group.length[:, self.k]
+        held = np.flatnonzero(length)
+        lengths = length[held]
+        self.inner[sparse.segments(start[held], lengths), 0] = sparse.places(lengths)
 
-    def write(self, index: Any, raw: sparse.Rows) -> None:
-        rows = _rows(index, len(self.start))
+    def put(self, raw: sparse.Rows) -> int:
+        """Copies a raw batch's values to the arena's end; returns where they begin (the
+        group records the rows)."""
         self._set_rank(raw.shapes.shape[1])
         if raw.inner is not None:
             self._unlist()
         total = len(raw.values)
         self._room(total)
-        self.values[self.fill:self.fill + total] = raw.values
+        first = self.fill
+        self.values[first:first + total] = raw.values
         if not self.listed:
-            self.inner[self.fill:self.fill + total] = raw.full_inner()
-        self.start[rows] = self.fill + np.cumsum(raw.lengths) - raw.lengths
-        self.length[rows] = raw.lengths
-        self.shape[rows] = raw.shapes
+            self.inner[first:first + total] = raw.full_inner()
         self.fill += total
         self.live += total
+        return first
+
+    def gathered(self, gather: np.ndarray, lengths: np.ndarray, shapes: np.ndarray) -> sparse.Rows:
+        """The raw batch of the arena's values at ``gather``, of rows of ``lengths`` values
+        and the group's ``shapes`` table of the same rows."""
+        return sparse.Rows(self.values.take(gather),
+                           None if self.listed else self.inner.take(gather, axis=0), lengths,
+                           shapes[:, self.offset:self.offset + (self.rank or 0)])
+
+    def taken(self, total: int) -> None:
+        """``total`` values of rows just cleared left the arena."""
+        self.live -= total
+        if not self.live:  # nothing held: the whole arena is free again
+            if self.dtype.kind == "O":
+                self.values[:self.fill] = None
+            self.fill = 0
 
     def write_one(self, row: int, value: SparseValue) -> None:
         indices, values, dense_shape = value
@@ -304,33 +506,36 @@ class SparseColumn:
         self._unlist()
         total = len(values)
         self._room(total)
+        group = self.group
         self.values[self.fill:self.fill + total] = values
         self.inner[self.fill:self.fill + total] = indices
-        self.start[row] = self.fill
-        self.length[row] = total
-        self.shape[row] = dense_shape
+        group.start[row, self.k] = self.fill
+        group.length[row, self.k] = total
+        group.shape[row, self.offset:self.offset + len(dense_shape)] = dense_shape
         self.fill += total
         self.live += total
 
     def read(self, index: Any) -> sparse.Rows:
-        rows = _rows(index, len(self.start))
-        gather = sparse.segments(self.start[rows], self.length[rows])
-        return sparse.Rows(self.values[gather], None if self.listed else self.inner[gather],
-                           self.length[rows], self.shape[rows])
+        """The raw batch of this component alone at rows ``index``."""
+        group = self.group
+        rows = _rows(index, len(group.start))
+        lengths = group.length[rows, self.k]
+        gather = sparse.segments(group.start[rows, self.k], lengths)
+        return self.gathered(gather, lengths, group.shape.take(rows, axis=0))
 
     def read_one(self, row: int) -> SparseValue:
-        start, stop = int(self.start[row]), int(self.start[row] + self.length[row])
+        group = self.group
+        start = int(group.start[row, self.k])
+        stop = start + int(group.length[row, self.k])
         inner = np.arange(stop - start, dtype=np.int64).reshape(-1, 1) if self.listed else \
             self.inner[start:stop].copy()
-        return SparseValue(inner, self.values[start:stop].copy(), self.shape[row].copy())
+        return SparseValue(inner, self.values[start:stop].copy(),
+                           group.shape[row, self.offset:self.offset + (self.rank or 0)].copy())
 
     def clear(self, index: Any) -> None:
-        self.live -= int(self.length[index].sum())
-        self.length[index] = 0
-        if not self.live:  # nothing held: the whole arena is free again
-            if self.dtype.kind == "O":
-                self.values[:self.fill] = None
-            self.fill = 0
+        length = self.group.length[:, self.k]
+        self.taken(int(length[index].sum()))
+        length[index] = 0
 
     def stack(self, values: Sequence[SparseValue]) -> sparse.Rows:
         return sparse.stack(values, self.dtype, self.what, self.rank)

@@ -394,7 +394,8 @@ class Components:
         """One component converted to its dtype and checked against its declared shape.
 
         Returns a NumPy array (with a leading batch axis when ``batched``), or ``bytes`` for a
-        single string scalar.
+        single string scalar; for a component of SparseValues, one (a batched one, which
+        :meth:`batch` splits into elements together with the batch's other sparse ones).
         """
         dtype = self.known_dtypes[i]
         declared = self.shapes[i] if self.shapes is not None else None
@@ -406,9 +407,8 @@ class Components:
                 and self.is_sparse(i, value):
             what = f"Queue '{self.queue}' component {self.label(i)}"
             value = sparse.as_sparse(value, dtype, what)
-            if batched:
-                value = sparse.split(value, what)
-            self._check_rank(i, value.shapes.shape[1] if batched else len(value.dense_shape))
+            if not batched:
+                self._check_rank(i, len(value.dense_shape))
             return value
         if isinstance(value, np.generic) and value.dtype == dtype and declared == () \
                 and not batched and dtype.kind != "O":
@@ -461,6 +461,9 @@ class Components:
             return value
         if isinstance(value, str):
             return value.encode("utf-8")
+        if type(value) is np.ndarray and value.dtype.kind == "O" and value.ndim \
+                and set(map(type, value.ravel().tolist())) == {bytes}:
+            return value  # bytes already, as parsers make them: a look per item in C, no copy
         try:
             arr = np.array(value, dtype=object)
         except ValueError as e:
@@ -517,6 +520,12 @@ class Components:
         if self.dtypes is None:
             self.bind(components)
         batch = [self.convert(i, v, batched=True) for i, v in enumerate(components)]
+        lists = [i for i, value in enumerate(batch) if type(value) is SparseValue]
+        if lists:
+            whats = [f"Queue '{self.queue}' component {self.label(i)}" for i in lists]
+            for i, rows in zip(lists, sparse.split_all([batch[i] for i in lists], whats)):
+                self._check_rank(i, rows.shapes.shape[1])
+                batch[i] = rows
         sizes = {len(b) for b in batch}
         if len(sizes) > 1:
             raise InvalidArgumentError(

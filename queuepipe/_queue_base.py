@@ -20,7 +20,9 @@ How it is built (modelled on CPython's ``Lib/queue.py``)::
   and move them with ``_write``/``_read``, which hand each component to its column.
 * A fixed-shape component lives in a preallocated array, so ``enqueue_many``/``dequeue_many``
   are slice copies with no per-element Python loop; a sparse component lives flat in an
-  arena, so a batch of SparseValues is a gather, not an object per element.
+  arena, so a batch of SparseValues is a gather, not an object per element, and the sparse
+  components' rows are kept in shared tables (``_columns.SparseColumns``) that move a batch
+  for all of them at once.
 """
 
 from __future__ import annotations
@@ -141,6 +143,11 @@ class QueueBase:
         # An RLock, for its C-level owner (see wait_holding); never taken twice by a thread.
         self._lock = threading.RLock()
         self._columns: List[Any] = []  # one per component, made once the dtypes are known
+        # Columns that move their members' batches together: the fixed-shape components of
+        # one dtype and shape (DenseColumns), and the sparse ones (SparseColumns, made once a
+        # component holds SparseValues, also kept as _sparse).
+        self._groups: List[Any] = []
+        self._sparse: Optional[_columns.SparseColumns] = None
         self._rows = 0  # rows allocated in each column (grown up to capacity as needed)
         self._spec = Components(self._name, dtypes, shapes, names, self._lock,
                                 on_bound=self._allocate, on_kind=self._decided)
@@ -260,6 +267,16 @@ class QueueBase:
         spec = self._spec
         self._rows = min(self._capacity, _INITIAL_ROWS)
         self._columns = [self._column(i, self._rows) for i in range(len(spec.known_dtypes))]
+        alike: Dict[Tuple[np.dtype, Tuple[int, ...]], List[int]] = {}
+        for i, column in enumerate(self._columns):
+            if type(column) is _columns.DenseColumn:
+                alike.setdefault((column.data.dtype, column.data.shape[1:]), []).append(i)
+        for (dtype, shape), members in alike.items():
+            if len(members) > 1:
+                group = _columns.DenseColumns(self._rows, dtype, shape)
+                for i in members:
+                    self._columns[i] = group.add(i)
+                self._groups.append(group)
         self._rows_changed()
 
     def _column(self, i: int, rows: int) -> Any:
@@ -271,7 +288,10 @@ class QueueBase:
             return _columns.DenseColumn(rows, dtype, shape)
         what = f"Queue '{self._name}' component {spec.label(i)}"
         if spec.kinds[i]:
-            return _columns.SparseColumn(rows, dtype, what)
+            if self._sparse is None:
+                self._sparse = _columns.SparseColumns(rows)
+                self._groups.append(self._sparse)
+            return self._sparse.add(i, dtype, what)
         return _columns.ObjectColumn(rows, dtype, what)
 
     def _decided(self, i: int) -> None:
@@ -285,13 +305,19 @@ class QueueBase:
         """Reallocates the columns with at least ``needed`` rows (twice as many, up to the
         capacity), moving rows ``keep`` (a slice or index array, in order) to the front."""
         self._rows = max(min(2 * self._rows, self._capacity), needed)
-        self._columns = [column.resized(self._rows, keep) for column in self._columns]
+        self._columns = [column if column.grouped else column.resized(self._rows, keep)
+                         for column in self._columns]
+        for group in self._groups:
+            group.resize(self._rows, keep)
         self._rows_changed()
 
     def _write(self, index: Any, batch: List[Any]) -> None:
         """Stores a raw batch at rows ``index`` (a slice or an index array)."""
         for column, values in zip(self._columns, batch):
-            column.write(index, values)
+            if not column.grouped:
+                column.write(index, values)
+        for group in self._groups:
+            group.write(index, batch)
 
     def _write_one(self, row: int, values: List[Any]) -> None:
         for column, value in zip(self._columns, values):
@@ -299,9 +325,21 @@ class QueueBase:
 
     def _read(self, index: Any) -> List[Any]:
         """The raw batch at rows ``index``, which are then cleared."""
-        out = [column.read(index) for column in self._columns]
+        out = [None if column.grouped else column.read(index) for column in self._columns]
+        for group in self._groups:
+            group.read(index, out)
+            group.clear(index)
         for column in self._columns:
-            column.clear(index)
+            if not column.grouped:
+                column.clear(index)
+        return out
+
+    def _finish(self, raw: List[Any]) -> List[Any]:
+        """A raw batch as the user sees it: every component's ``finish``."""
+        out = [None if column.grouped else column.finish(values)
+               for column, values in zip(self._columns, raw)]
+        for group in self._groups:
+            group.finish(raw, out)
         return out
 
     def _read_one(self, row: int) -> List[Any]:
@@ -725,7 +763,7 @@ class QueueBase:
                         break
                 raw = chunks[0] if len(chunks) == 1 else [
                     _columns.concat(parts) for parts in zip(*chunks)]
-                batch = [column.finish(values) for column, values in zip(self._columns, raw)]
+                batch = self._finish(raw)
             except BaseException:
                 if chunks and got:
                     self._restore(chunks, got)

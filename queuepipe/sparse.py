@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import collections
 import operator
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "select", "batch_size",
-           "places", "segments"]
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
+           "batch_size", "places", "segments", "list_indices"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -177,12 +177,16 @@ class Rows:
         before each index, ``dense_shape`` the number of elements and the largest extent of
         each dimension."""
         n, rank = self.shapes.shape
-        rows = np.repeat(np.arange(n, dtype=np.int64), self.lengths)
-        indices = np.empty((len(rows), rank + 1), dtype=np.int64)
-        indices[:, 0] = rows
-        indices[:, 1:] = self.full_inner()
-        extent = self.shapes.max(axis=0) if n else np.zeros(rank, dtype=np.int64)
-        return SparseValue(indices, self.values, np.concatenate([[n], extent]).astype(np.int64))
+        if self.inner is None:
+            indices = list_indices(self.lengths, len(self.values))
+        else:
+            indices = np.empty((len(self.values), rank + 1), dtype=np.int64)
+            indices[:, 0] = _counting(n).repeat(self.lengths)
+            indices[:, 1:] = self.inner
+        dense_shape = np.empty(rank + 1, dtype=np.int64)
+        dense_shape[0] = n
+        dense_shape[1:] = np.maximum.reduce(self.shapes, axis=0) if n else 0
+        return SparseValue(indices, self.values, dense_shape)
 
 
 def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
@@ -223,6 +227,9 @@ def split(value: SparseValue, what: str) -> Rows:
             f"batch dimension), got dense_shape {value.dense_shape.tolist()} (TF: Rank of "
             f"input SparseTensor should be > 1, but saw rank: {rank})")
     n = batch_size(value)
+    lengths = _as_lists(value.indices, n) if rank == 2 and n >= 0 else None
+    if lengths is not None:  # token lists, as parsed: no index to keep
+        return Rows(value.values, None, lengths, value.dense_shape[None, 1:].repeat(n, axis=0))
     rows = value.indices[:, 0]
     if len(rows) > 1 and (rows[1:] < rows[:-1]).any():  # not in row-major order: sort
         order = np.argsort(rows, kind="stable")
@@ -234,10 +241,89 @@ def split(value: SparseValue, what: str) -> Rows:
         raise InvalidArgumentError(f"{what}: a sparse value's index {outside} lies outside "
                                    f"its batch of {n}")
     lengths = np.diff(np.searchsorted(rows, np.arange(n + 1))).astype(np.int64)
-    shapes = np.broadcast_to(value.dense_shape[1:], (n, len(value.dense_shape) - 1))
+    shapes = np.broadcast_to(value.dense_shape[1:], (n, rank - 1))
     if inner.shape[1] == 1 and _plain_lists(inner[:, 0], lengths):
-        return Rows(values, None, lengths, shapes)  # token lists: no index to keep
+        return Rows(values, None, lengths, shapes)  # lists, once sorted
     return Rows(values, np.ascontiguousarray(inner), lengths, shapes)
+
+
+def split_all(values: Sequence[SparseValue], whats: Sequence[str]) -> List[Rows]:
+    """:func:`split` of each batched SparseValue (of components ``whats``, for messages);
+    the plain lists of a batch's many sparse components are checked with one set of NumPy
+    calls for all of them."""
+    if len(values) > 1:
+        lengths = _all_as_lists(values)
+        if lengths is not None:
+            n = lengths.shape[1]
+            return [Rows(value.values, None, row_lengths,
+                         value.dense_shape[None, 1:].repeat(n, axis=0))
+                    for value, row_lengths in zip(values, lengths)]
+    return [split(value, what) for value, what in zip(values, whats)]
+
+
+def _all_as_lists(values: Sequence[SparseValue]) -> Optional[np.ndarray]:
+    """:func:`_as_lists` of several batches of one size ``n`` at once: their lengths
+    ``[len(values), n]``, or None when any of them is not plain lists (or is empty).
+
+    The indices are put one batch after the other with each row number raised by ``n``
+    times the batch's place, as the rows of one batch of ``len(values) * n`` lists. Their
+    lengths are counted; the rows must not decrease, and each value's place must be its
+    position less where its list begins: then every list holds exactly its values, in
+    order. The lists before each batch's first row must hold exactly the values of the
+    batches before it, so that no batch's rows reach outside ``0 .. n - 1``. (No index is
+    built per list: the lists outnumber the values here.)
+    """
+    n = batch_size(values[0])
+    if n <= 0 or any(len(value.dense_shape) != 2 or value.indices.dtype != np.int64
+                     or value.indices.ndim != 2 or value.indices.shape[1] != 2
+                     or value.dense_shape[0] != n for value in values):
+        return None
+    counts = [len(value.indices) for value in values]
+    indices = np.concatenate([value.indices for value in values])
+    keys = indices[:, 0] + (_counting(len(values)) * n).repeat(counts)
+    try:
+        lengths = np.bincount(keys, minlength=len(values) * n)
+    except ValueError:  # a negative row
+        return None
+    if len(lengths) != len(values) * n or (keys[1:] < keys[:-1]).any():
+        return None
+    starts = lengths.cumsum()
+    if not (starts[n - 1::n] == np.array(counts, dtype=np.int64).cumsum()).all():
+        return None
+    starts -= lengths
+    places = starts.take(keys)
+    np.subtract(_counting(len(keys)), places, out=places)
+    if not (indices[:, 1] == places).all():
+        return None
+    return lengths.reshape(len(values), n)
+
+
+def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
+    """The lengths of ``n`` plain lists (element ``i``'s values at ``[i, 0], [i, 1], ...``,
+    element after element) when ``indices [N, 2]`` are exactly theirs, else None: a few
+    NumPy calls whatever ``n``, for the indices a parse of a chunk makes.
+
+    Rows in order and within ``0 .. n - 1`` give each element's values as a run (its bounds
+    searched), and each value's place must be its position less where its run begins.
+    (One array of ``N`` is made, not one per column: a chunk's arrays are large enough that
+    each costs the allocator fresh pages.)
+    """
+    if indices.dtype != np.int64:
+        return None
+    # (NumPy's methods and ufuncs here: its Python-level functions cost more than the work
+    # on a chunk's few values of each of a wide schema's columns)
+    rows = indices[:, 0]
+    if len(rows) > 1 and (rows[1:] < rows[:-1]).any():
+        return None
+    bounds = rows.searchsorted(_counting(n + 1))
+    if bounds[0] != 0 or bounds[-1] != len(indices):  # a row outside 0 .. n - 1
+        return None
+    lengths = bounds[1:] - bounds[:-1]
+    places = bounds[:-1].repeat(lengths)
+    np.subtract(_counting(len(indices)), places, out=places)
+    if not (indices[:, 1] == places).all():
+        return None
+    return lengths
 
 
 def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
@@ -259,14 +345,66 @@ def places(lengths: np.ndarray) -> np.ndarray:
     return segments(np.zeros(len(lengths), dtype=np.int64), lengths)
 
 
+def list_indices(lengths: np.ndarray, total: int, n: Optional[int] = None) -> np.ndarray:
+    """The indices ``[element, place]`` of ``total == lengths.sum()`` values of plain lists
+    of ``lengths`` values, one after the other: int64 ``[total, 2]``. With ``n``, the lists
+    are several batches of ``n`` elements one after the other, each numbered from 0."""
+    out = np.empty((total, 2), dtype=np.int64)
+    out[:, 0], out[:, 1] = _list_columns(lengths, total, n)
+    return out
+
+
+def _list_columns(lengths: np.ndarray, total: int,
+                  n: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """:func:`list_indices`' two columns, each a contiguous array (NumPy's calls on those
+    cost a fraction of theirs on a column of ``[total, 2]``)."""
+    elements = _counting(len(lengths))
+    if n is not None and n != len(lengths):
+        elements = elements % n  # (n > 0: there are lists)
+    rows = elements.repeat(lengths)
+    starts = lengths.cumsum()
+    starts -= lengths
+    places = starts.repeat(lengths)
+    np.subtract(_counting(total), places, out=places)
+    return rows, places
+
+
+# 0, 1, 2, ... (read-only, shared by every thread): _counting's views of it.
+_COUNT = np.arange(1 << 12, dtype=np.int64)
+_COUNT.flags.writeable = False
+
+# The longest _COUNT grows to (2 MB): longer counts are made per call.
+_MAX_COUNT = 1 << 18
+
+
+def _counting(n: int) -> np.ndarray:
+    """``np.arange(n)`` of int64, as a read-only view where it can be: a ragged batch's
+    index building takes several, and a large array made and dropped per call costs the
+    allocator fresh pages each time."""
+    global _COUNT
+    count = _COUNT
+    if n <= len(count):
+        return count[:n]
+    if n > _MAX_COUNT:
+        return np.arange(n, dtype=np.int64)
+    count = np.arange(max(n, 2 * len(count)), dtype=np.int64)
+    count.flags.writeable = False
+    _COUNT = count  # (a thread still reading the old one keeps it alive meanwhile)
+    return count[:n]
+
+
 def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every i, one after the
     other: where the segments of a flat array lie (a gather of them, or a scatter)."""
-    total = int(lengths.sum())
+    ends = lengths.cumsum()
+    total = int(ends[-1]) if len(ends) else 0
     if len(starts) == 1:
         return np.arange(starts[0], starts[0] + total, dtype=np.int64)
-    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) \
-        + np.arange(total, dtype=np.int64)
+    ends -= lengths  # each segment's start in the output
+    np.subtract(starts, ends, out=ends)
+    gather = ends.repeat(lengths)
+    gather += _counting(total)
+    return gather
 
 
 def select(value: SparseValue, mask: np.ndarray) -> SparseValue:

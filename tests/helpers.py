@@ -8,6 +8,7 @@ import importlib.util
 import os
 import struct
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -49,6 +50,30 @@ def wait_until(condition, what="the condition held", timeout=10.0):
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting until {what}")
         time.sleep(0.002)
+
+
+def producers_and_consumers(queue, produce, consume, producers, consumers):
+    """Runs ``produce(i)`` in ``producers`` threads and ``consume(i)`` in ``consumers``
+    threads, closes ``queue`` once every producer is done, and waits for the consumers
+    (which end at the queue's ``OutOfRangeError``); returns what any of them raised."""
+    errors = []
+
+    def guarded(fn, i):
+        try:
+            fn(i)
+        except BaseException as e:  # noqa: B902 - reported by the test
+            errors.append(e)
+
+    making = [threading.Thread(target=guarded, args=(produce, i)) for i in range(producers)]
+    taking = [threading.Thread(target=guarded, args=(consume, i)) for i in range(consumers)]
+    for thread in making + taking:
+        thread.start()
+    for thread in making:
+        thread.join(30)
+    queue.close()
+    for thread in taking:
+        thread.join(30)
+    return errors
 
 
 def interrupting_at(code, line):

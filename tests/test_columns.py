@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import producers_and_consumers
 
 import queuepipe as qp
-from queuepipe import _columns, sparse
+from queuepipe import _columns, _queue_base, sparse
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
 
 
@@ -188,3 +189,198 @@ def test_rows_to_sparse_of_no_element_keeps_the_rank():
     rows = sparse.stack([], np.dtype(np.int64), "t", rank=2)
     empty = rows.to_sparse()
     assert empty.indices.shape == (0, 3) and empty.dense_shape.tolist() == [0, 0, 0]
+
+
+# -- several sparse components: their shared row tables ------------------------------------
+
+def several(lists, step):
+    """One batch's components: serial numbers, int64 lists, byte-string lists (every
+    ``step``-th place: plain lists when 1) and rank-2 float sparse values (two values each,
+    at [0, i] and [1, 0])."""
+    n = len(lists)
+    ints = batched(lists)
+    words = qp.SparseValue(
+        np.array([[i, step * j] for i, row in enumerate(lists) for j in range(len(row))],
+                 dtype=np.int64).reshape(-1, 2),
+        np.array([str(v).encode() for row in lists for v in row], dtype=object),
+        np.array([n, step * max(map(len, lists), default=0)]))
+    grid = qp.SparseValue(
+        np.array([[i, 0, len(row)] for i, row in enumerate(lists)]
+                 + [[i, 1, 0] for i in range(n)], dtype=np.int64).reshape(-1, 3),
+        np.array([float(len(row)) for row in lists] + [0.5] * n, dtype=np.float32),
+        np.array([n, 2, max(map(len, lists), default=0) + 1]))
+    return ints, words, grid
+
+
+def element_of(serial, batch, j):
+    """Element ``j`` of a dequeued batch, comparable with the model's entry."""
+    ints, words, grid = (batch[k] for k in ("ints", "words", "grid"))
+    pick = [np.flatnonzero(value.indices[:, 0] == j) for value in (ints, words, grid)]
+    return (ints.values[pick[0]].tolist(), words.indices[pick[1], 1].tolist(),
+            [w.decode() for w in words.values[pick[1]]],
+            sorted(zip(grid.indices[pick[2], 1].tolist(), grid.indices[pick[2], 2].tolist(),
+                       grid.values[pick[2]].tolist())))
+
+
+def modelled(row, step):
+    return (row, [step * j for j in range(len(row))], [str(v) for v in row],
+            sorted([(0, len(row), float(len(row))), (1, 0, 0.5)]))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle", "priority"])
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.sampled_from(["lists", "spread"]),
+              st.lists(st.lists(st.integers(0, 300), max_size=4), max_size=6)),
+    st.tuples(st.just("take"), st.integers(1, 7))), max_size=40))
+def test_several_sparse_components_move_together_through_growth_and_compaction(kind, ops):
+    """Three sparse components (int64 lists, byte strings, rank-2 floats) beside a serial
+    number: rows grow from 4, arenas compact, one component starts keeping indices when a
+    batch of them is not plain lists; every element leaves whole, each value where it was."""
+    names = ["serial", "ints", "words", "grid"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_columns, "_MIN_ARENA", 4)
+        patch.setattr(_queue_base, "_INITIAL_ROWS", 4)
+        dtypes = [qp.int64, qp.int64, qp.string, qp.float32]
+        shapes = [[], None, None, None]
+        q = qp.FIFOQueue(200, dtypes, shapes, names=names) if kind == "fifo" else \
+            qp.RandomShuffleQueue(200, 0, dtypes, shapes, names=names, seed=3) \
+            if kind == "shuffle" else \
+            qp.PriorityQueue(200, dtypes[1:], None, names=names)
+        held, serial = {}, 0
+        for op, arg in ops:
+            if op == "take":
+                if len(held) >= arg:
+                    batch = q.dequeue_many(arg)
+                    for j, key in enumerate(batch["serial"].tolist()):
+                        assert element_of(key, batch, j) == held.pop(key)
+                continue
+            if len(held) + len(arg) > 200:
+                continue
+            step = 2 if op == "spread" else 1
+            ints, words, grid = several(arg, step)
+            q.enqueue_many({"serial": np.arange(serial, serial + len(arg)), "ints": ints,
+                            "words": words, "grid": grid})
+            held.update((serial + j, modelled(row, step)) for j, row in enumerate(arg))
+            serial += len(arg)
+        q.close()
+        while held:
+            batch = q.dequeue_up_to(3)
+            for j, key in enumerate(batch["serial"].tolist()):
+                assert element_of(key, batch, j) == held.pop(key)
+        with pytest.raises(OutOfRangeError):
+            q.dequeue_up_to(3)
+        if serial:  # (the components' kinds are known from the first batch on)
+            ints, words, grid = (column.listed for column in q._columns[1:])
+            assert ints and grid is False
+            assert words == (not any(op == "spread" and any(len(row) > 1 for row in arg)
+                                     for op, arg in ops))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+def test_two_producers_and_two_consumers_move_every_sparse_value_intact(kind):
+    """4 threads: two enqueue_many batches and single elements of three sparse components
+    and a serial number, two take batches and single elements, through rows that grow and
+    arenas that compact; every element arrives once with its own values."""
+    per_producer, names = 600, ["serial", "ints", "words", "grid"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_columns, "_MIN_ARENA", 4)
+        patch.setattr(_queue_base, "_INITIAL_ROWS", 4)
+        dtypes, shapes = [qp.int64, qp.int64, qp.string, qp.float32], [[], None, None, None]
+        q = qp.FIFOQueue(50, dtypes, shapes, names=names) if kind == "fifo" else \
+            qp.RandomShuffleQueue(50, 5, dtypes, shapes, names=names, seed=0)
+        expected, results = {}, [[], []]
+
+        def lists(serial, count):
+            return [[serial + j] * ((serial + j) % 4) for j in range(count)]
+
+        def produce(p):
+            serial = p * per_producer
+            while serial < (p + 1) * per_producer:
+                count = min(1 + serial % 7, (p + 1) * per_producer - serial)
+                step = 1 + serial % 2  # odd: words every second place
+                rows = lists(serial, count)
+                expected.update((serial + j, modelled(row, step)) for j, row in enumerate(rows))
+                ints, words, grid = several(rows, step)
+                q.enqueue_many({"serial": np.arange(serial, serial + count), "ints": ints,
+                                "words": words, "grid": grid})
+                serial += count
+
+        def consume(c):
+            turn = 0
+            while True:
+                turn += 1
+                try:
+                    batch = q.dequeue_up_to(2 + turn % 5)
+                except OutOfRangeError:
+                    return
+                results[c].extend((key, element_of(key, batch, j))
+                                  for j, key in enumerate(batch["serial"].tolist()))
+
+        assert not producers_and_consumers(q, produce, consume, 2, 2)
+    got = [entry for out in results for entry in out]
+    assert len(expected) == 2 * per_producer
+    assert Counter(key for key, _ in got) == Counter(list(expected))  # each once
+    for key, element in got:
+        assert element == expected[key]
+
+
+# -- fixed-shape components of one dtype and shape: one table --------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle", "priority", "padding"])
+@settings(max_examples=40, deadline=None)
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.just("put_many"), st.integers(0, 9)), st.tuples(st.just("put"), st.just(1)),
+    st.tuples(st.just("take"), st.integers(1, 7)), st.tuples(st.just("take_one"), st.just(1))),
+    max_size=40))
+def test_components_of_one_dtype_and_shape_share_a_table_and_leave_whole(kind, ops):
+    """Three int64 scalars (the priority one of them), two float rows of 3 and two strings:
+    three tables of several members, through growth from 4 rows and a ring that wraps; each
+    element leaves with its own values, each batch's components contiguous arrays."""
+    names = ["serial", "twice", "minus", "row", "half", "word", "upper"]
+    dtypes = [qp.int64, qp.int64, qp.int64, qp.float32, qp.float32, qp.string, qp.string]
+    shapes = [[], [], [], [3], [3], [], []]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_queue_base, "_INITIAL_ROWS", 4)
+        q = qp.FIFOQueue(60, dtypes, shapes, names=names) if kind == "fifo" else \
+            qp.PaddingFIFOQueue(60, dtypes, shapes, names=names) if kind == "padding" else \
+            qp.RandomShuffleQueue(60, 0, dtypes, shapes, names=names, seed=2) \
+            if kind == "shuffle" else qp.PriorityQueue(60, dtypes[1:], shapes[1:], names=names)
+        groups = [g for g in q._groups if isinstance(g, _columns.DenseColumns)]
+        assert sorted(len(g.components) for g in groups) == [2, 2, 3]
+
+        def values(serials):
+            s = np.asarray(serials, dtype=np.int64)
+            return {"serial": s, "twice": 2 * s, "minus": -s,
+                    "row": np.stack([s, s + 1, s + 2], axis=1).astype(np.float32),
+                    "half": np.stack([s / 2] * 3, axis=1).astype(np.float32),
+                    "word": np.array([str(v).encode() for v in serials], dtype=object),
+                    "upper": np.array([b"W%d" % v for v in serials], dtype=object)}
+
+        def check(batch):
+            serials = batch["serial"].tolist()
+            want = values(serials)
+            for name in names:
+                assert batch[name].flags.c_contiguous and batch[name].dtype == want[name].dtype
+                assert batch[name].tolist() == want[name].tolist()
+            return serials
+
+        held, serial = set(), 0
+        for op, arg in ops:
+            if op in ("put_many", "put") and len(held) + arg <= 60:
+                if op == "put":
+                    q.enqueue({k: v[0] for k, v in values([serial]).items()})
+                else:
+                    q.enqueue_many(values(range(serial, serial + arg)))
+                held.update(range(serial, serial + arg))
+                serial += arg
+            elif op == "take" and len(held) >= arg:
+                held.difference_update(check(q.dequeue_many(arg)))
+            elif op == "take_one" and held:
+                element = q.dequeue()
+                check({k: np.asarray([v]) if k not in ("word", "upper") else
+                       np.array([v], dtype=object) for k, v in element.items()})
+                held.remove(int(element["serial"]))
+        q.close()
+        while held:
+            held.difference_update(check(q.dequeue_up_to(4)))

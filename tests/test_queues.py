@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import producers_and_consumers
 
 import queuepipe as qp
 from queuepipe import _queue_base, queues
@@ -200,6 +201,17 @@ def test_strings_component_rejects_numbers():
     with pytest.raises(InvalidArgumentError,
                        match=r"^Queue 'q' component 0: expected dtype string \(bytes\), got 7$"):
         q.enqueue_many([[b"a", 7]])
+
+
+def test_an_object_array_of_strings_is_taken_as_bytes_and_copied():
+    q = qp.FIFOQueue(9, qp.string, shapes=[[]], name="q")
+    words = np.array([b"a", b"bc", b""], dtype=object)  # as a parse makes them
+    q.enqueue_many([words])
+    words[0] = b"changed"  # the queue holds its own references
+    q.enqueue_many([np.array(["d", np.bytes_(b"e"), b"f"], dtype=object)])
+    assert q.dequeue_many(6).tolist() == [b"a", b"bc", b"", b"d", b"e", b"f"]
+    with pytest.raises(InvalidArgumentError, match=r"expected dtype string \(bytes\), got 7$"):
+        q.enqueue_many([np.array([b"a", 7], dtype=object)])
 
 
 def test_dtypes_are_taken_from_the_first_element():
@@ -673,7 +685,7 @@ def test_exactly_once_with_four_producers_and_four_consumers(kind):
     else:
         q = qp.RandomShuffleQueue(8, 2, dtypes, shapes=shapes, seed=11)
     per_producer = 500
-    errors, results = [], [[] for _ in range(4)]
+    results = [[] for _ in range(4)]
 
     def produce(p):
         ids = list(range(p * per_producer, (p + 1) * per_producer))
@@ -706,22 +718,7 @@ def test_exactly_once_with_four_producers_and_four_consumers(kind):
                     return
                 draining = True
 
-    def guarded(fn, i):
-        try:
-            fn(i)
-        except BaseException as e:  # noqa: B902 - reported by the test
-            errors.append(e)
-
-    producers = [threading.Thread(target=guarded, args=(produce, p)) for p in range(4)]
-    consumers = [threading.Thread(target=guarded, args=(consume, c)) for c in range(4)]
-    for thread in producers + consumers:
-        thread.start()
-    for thread in producers:
-        thread.join(30)
-    q.close()
-    for thread in consumers:
-        thread.join(30)
-    assert not errors
+    assert not producers_and_consumers(q, produce, consume, 4, 4)
     got = [record for out in results for record in out]
     assert Counter(r[0] for r in got) == Counter(range(4 * per_producer))
     for i, floats, text in got:

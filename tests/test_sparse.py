@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import queuepipe as qp
 from queuepipe import sparse
@@ -84,6 +86,76 @@ def test_split_keeps_no_indices_for_plain_lists_only(columns, plain):
     assert [e.indices[:, 0].tolist() for e in split] == \
         [columns[:2], columns[2:3], columns[3:]] if columns else [[], [], []]
     assert split.to_sparse().indices.tolist() == value.indices.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 4), pairs=st.lists(st.tuples(st.integers(-1, 4), st.integers(-1, 3)),
+                                           max_size=9), sort=st.booleans())
+@example(n=2, pairs=[(1, 0), (0, 0)], sort=False)
+@example(n=2, pairs=[(1, 0), (0, 1)], sort=False)  # places of lists, rows not
+@example(n=2, pairs=[(0, 0), (0, 1), (2, 0)], sort=False)
+@example(n=2, pairs=[(0, 1), (1, -1)], sort=False)
+def test_split_agrees_with_a_row_by_row_model_on_any_indices(n, pairs, sort):
+    """Plain lists (the fast path), lists out of order, and rows or places anywhere: split
+    gives each element its values in order of appearance, or refuses a row outside."""
+    if sort:
+        pairs = sorted(pairs)
+    indices = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    value = SparseValue(indices, np.arange(len(pairs), dtype=np.int64), np.array([n, 4]))
+    if any(not 0 <= row < n for row, _ in pairs):
+        with pytest.raises(InvalidArgumentError, match=r"lies outside its batch of"):
+            sparse.split(value, "t")
+        return
+    rows = sparse.split(value, "t")
+    assert rows.lengths.tolist() == [sum(r == i for r, _ in pairs) for i in range(n)]
+    for i, element in enumerate(rows):
+        mine = [(j, place) for j, (row, place) in enumerate(pairs) if row == i]
+        assert element.values.tolist() == [j for j, _ in mine]
+        assert element.indices[:, 0].tolist() == [place for _, place in mine]
+        assert element.dense_shape.tolist() == [4]
+    plain = all(place == k for i in range(n)
+                for k, (_, place) in enumerate(p for p in pairs if p[0] == i))
+    assert (rows.inner is None) == plain  # (a stable sort by row comes first)
+
+
+def _outcome(split, value, what):
+    """What split(value, what) gives, comparable: the elements' lists, or the error."""
+    try:
+        rows = split(value, what)
+    except InvalidArgumentError as e:
+        return str(e)
+    return [(e.indices.tolist(), e.values.tolist(), e.dense_shape.tolist()) for e in rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(0, 3), batches=st.lists(st.lists(
+    st.tuples(st.integers(-1, 4), st.integers(-1, 3)), max_size=6), min_size=1, max_size=4),
+    sort=st.booleans())
+@example(n=2, batches=[[(0, 0), (2, 0)], [(1, 0)]], sort=False)  # a row reaches the next batch
+@example(n=2, batches=[[(0, 0)], [(-1, 0), (1, 0)]], sort=False)  # or the one before
+@example(n=2, batches=[[(1, 0), (0, 0)], [(0, 0)]], sort=False)  # rows out of order
+@example(n=2, batches=[[(1, -1), (0, 1)], [(0, 0)]], sort=False)  # places that fit if sorted
+@example(n=1, batches=[[(0, 0), (0, 1)], [(0, 1)]], sort=False)  # a place not from 0
+def test_split_all_agrees_with_split_of_each(n, batches, sort):
+    values = []
+    for k, pairs in enumerate(batches):
+        pairs = sorted(pairs) if sort else pairs
+        values.append(SparseValue(np.array(pairs, dtype=np.int64).reshape(-1, 2),
+                                  np.arange(len(pairs), dtype=np.int64) + 10 * k,
+                                  np.array([n, 3 + k])))
+    whats = [f"c{k}" for k in range(len(values))]
+    expected = [_outcome(sparse.split, value, what) for value, what in zip(values, whats)]
+    errors = [e for e in expected if isinstance(e, str)]
+    if errors:
+        with pytest.raises(InvalidArgumentError) as raised:
+            sparse.split_all(values, whats)
+        assert str(raised.value) == errors[0]
+        return
+    got = sparse.split_all(values, whats)
+    assert [[(e.indices.tolist(), e.values.tolist(), e.dense_shape.tolist()) for e in rows]
+            for rows in got] == expected
+    assert [rows.inner is None for rows in got] == \
+        [sparse.split(value, "x").inner is None for value in values]
 
 
 def test_select_keeps_the_masked_rows_renumbered():
