@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from queuepipe._chunks import RecordChunk
 from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
@@ -224,7 +225,11 @@ class _Planned:
     def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
                 ordinals: np.ndarray) -> Any:
         try:
-            element = self._parse(values, keys) if self._keyed else self._parse(values)
+            if self._keyed:
+                element = self._parse(values, keys)
+            else:  # a parse_fn takes an object array of bytes, as read_up_to returns
+                element = self._parse(values.to_array() if isinstance(values, RecordChunk)
+                                      else values)
         except END_LOOKALIKES as e:  # an error, never an end (nor a seeded chunk's hang)
             raise not_an_end(e, f"parse_fn of queue '{self._queue.name}'") from e
         return self.structure.tag(element, ordinals)

@@ -37,12 +37,15 @@ import logging
 import os
 import threading
 import zlib
-from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 
 from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentError,
                               OutOfRangeError)
+from queuepipe._chunks import RecordChunk
+from queuepipe._core import core
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe._frames import unframe_many
@@ -64,12 +67,14 @@ _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged
 
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
-    (an object array), their keys (or None), and where to read it again. (Damaged records
-    skipped with ``corrupt_records="skip"`` have no ordinal here: they count as delivered.)"""
+    (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the compiled core
+    read them in file order), their keys (or None), and where to read it again. (Damaged
+    records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
+    delivered.)"""
 
     ticket: int
     ordinals: np.ndarray
-    values: np.ndarray
+    values: Union[np.ndarray, RecordChunk]
     keys: Optional[np.ndarray]
     where: List[int]
 
@@ -126,6 +131,8 @@ class ReadPlan:
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
         self._reader = reader_of(make_reader())
+        # A TFRecordReader with the compiled core reads chunks as one buffer each.
+        self._chunked = isinstance(self._reader, TFRecordReader) and core is not None
         self._chunk_size = chunk_size
         self._num_epochs = num_epochs
         self._order = order
@@ -263,11 +270,13 @@ class ReadPlan:
                 self._open(file)
             positions, values, finished = self._read_records()
             chunk = None
-            if values:
+            if len(values):
                 where = [file, int(positions[0]), 0, len(values)]
                 ticket, base = self._register(where, len(values))
-                keys = _object_array(self._reader._keys(positions)) if self._keyed else None
+                keys = _object_array(self._reader._keys(list(positions))) \
+                    if self._keyed else None
                 chunk = Chunk(ticket, np.arange(base, base + len(values)),
+                              values if isinstance(values, RecordChunk) else
                               _object_array(values), keys, where)
                 self._position, self._skip = int(positions[0]), len(values)
             if finished:
@@ -283,10 +292,15 @@ class ReadPlan:
                                self._chunk_size)
         self._opened = True
 
-    def _read_records(self) -> Tuple[List[int], List[bytes], bool]:
+    def _read_records(self) -> Tuple[Any, Any, bool]:
+        """The next records of the open file: positions and values as lists, or (a
+        TFRecordReader with the core, nothing carried over) as an array and a
+        :class:`RecordChunk`; and whether the file is finished."""
         if self._carry is not None:
             carried, self._carry = self._carry, None
             return carried
+        if self._chunked:
+            return self._reader._read_chunk(self._chunk_size)
         positions, values, finished = self._reader._read_records(self._chunk_size)
         return list(positions), list(values), finished
 
