@@ -486,8 +486,13 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                     f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
                     f"VarLenFeature, or a parse_fn that returns such rows")
 
-        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
-            return parse_example(serialized, features, example_names=keys)
+        def parse(serialized: Any, keys: Any) -> Any:
+            if not callable(keys):
+                return parse_example(serialized, features, example_names=keys)
+            try:  # keys made only for an error's message: the parse again names the record
+                return parse_example(serialized, features)
+            except InvalidArgumentError:
+                return parse_example(serialized, features, example_names=keys())
     else:
         parse = cast(Callable[..., Any], parse_fn)  # the values alone: no keys are made
     file_pattern, reader = _share_files(file_pattern, reader)

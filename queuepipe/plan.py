@@ -32,6 +32,7 @@ import base64
 import binascii
 import bisect
 import collections
+import functools
 import itertools
 import logging
 import os
@@ -68,14 +69,15 @@ _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
     (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the compiled core
-    read them in file order), their keys (or None), and where to read it again. (Damaged
+    read them in file order), their keys (None, an object array, or for a RecordChunk a
+    function that makes that array), and where to read it again. (Damaged
     records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
     delivered.)"""
 
     ticket: int
     ordinals: np.ndarray
     values: Union[np.ndarray, RecordChunk]
-    keys: Optional[np.ndarray]
+    keys: Union[None, np.ndarray, Callable[[], np.ndarray]]
     where: List[int]
 
 
@@ -273,8 +275,7 @@ class ReadPlan:
             if len(values):
                 where = [file, int(positions[0]), 0, len(values)]
                 ticket, base = self._register(where, len(values))
-                keys = _object_array(self._reader._keys(list(positions))) \
-                    if self._keyed else None
+                keys = self._chunk_keys(positions)
                 chunk = Chunk(ticket, np.arange(base, base + len(values)),
                               values if isinstance(values, RecordChunk) else
                               _object_array(values), keys, where)
@@ -285,6 +286,16 @@ class ReadPlan:
                 self._slot, self._position, self._skip = self._slot + 1, 0, 0
             if chunk is not None:
                 return chunk
+
+    def _chunk_keys(self, positions: Any) -> Union[None, np.ndarray, Callable[[], np.ndarray]]:
+        """The keys of the records at ``positions`` of the open file (None: not keyed); a
+        chunk read by the core gets a function that formats them (outside the lock, and
+        only when asked: a parse error quotes them)."""
+        if not self._keyed:
+            return None
+        if isinstance(positions, np.ndarray):  # read by _read_chunk
+            return functools.partial(_keys_array, self._reader._key_prefix, positions.tolist())
+        return _object_array(self._reader._keys(positions))
 
     def _open(self, file: int) -> None:
         """Opens ``file`` at the cursor: its record at ``_position``, then ``_skip`` on."""
@@ -685,6 +696,11 @@ def _pass_over(reader: ReaderBase, drop_before: Optional[int], skip: int,
             skip -= passed
         if (drop_before is None and not skip and k < len(values)) or finished:
             return positions[k:], values[k:], finished
+
+
+def _keys_array(prefix: bytes, positions: List[int]) -> np.ndarray:
+    """The keys ``b"<file>:<position>"`` as an object array."""
+    return _object_array(_format_keys(prefix, positions))
 
 
 def _pack_bits(mask: np.ndarray) -> str:

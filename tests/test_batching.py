@@ -199,6 +199,24 @@ def test_read_batch_features_takes_any_reader_with_read_up_to(shards, parse_fn):
     assert made[0].calls >= 120 // 7
 
 
+def test_read_batch_features_names_the_record_that_does_not_parse(tmp_path):
+    # the keys of a chunk are made only for the message (with the core): it still names the
+    # record by its file and offset
+    path = str(tmp_path / "data.tfrecord")
+    records = [make_example({"id": i} if i != 5 else {"id": b"five"}).SerializeToString()
+               for i in range(7)]
+    with qp.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+    offset = sum(len(record) + 16 for record in records[:5])  # each framed in 16 bytes more
+    batches = read_batch_features(path, 2, {"id": FixedLenFeature([], qp.int64)}, num_epochs=1,
+                                  read_batch_size=4, num_enqueue_threads=1)
+    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offset}, "
+                                                   r"Key: id, Index: 1\.  Data types don't "
+                                                   r"match"):
+        list(batches)
+
+
 def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):
     with pytest.raises(NotFoundError, match=r"^read_batch_features: no file matches '.*nope"):
         read_batch_features(str(tmp_path / "nope-*.tfrecord"), 4, FEATURES)
