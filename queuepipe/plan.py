@@ -69,8 +69,8 @@ _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
     (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the compiled core
-    read them in file order), their keys (None, an object array, or for a RecordChunk a
-    function that makes that array), and where to read it again. (Damaged
+    read them in file order), their keys (None, an object array, or a function that makes
+    that array), and where to read it again. (Damaged
     records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
     delivered.)"""
 
@@ -288,13 +288,15 @@ class ReadPlan:
                 return chunk
 
     def _chunk_keys(self, positions: Any) -> Union[None, np.ndarray, Callable[[], np.ndarray]]:
-        """The keys of the records at ``positions`` of the open file (None: not keyed); a
-        chunk read by the core gets a function that formats them (outside the lock, and
-        only when asked: a parse error quotes them)."""
+        """The keys of the records at ``positions`` of the open file (None: not keyed): a
+        function that formats them (outside the lock, and only when asked: a parse error
+        quotes them) where the reader's keys are its file name and the positions, else
+        the keys."""
         if not self._keyed:
             return None
-        if isinstance(positions, np.ndarray):  # read by _read_chunk
-            return functools.partial(_keys_array, self._reader._key_prefix, positions.tolist())
+        positions = positions.tolist() if isinstance(positions, np.ndarray) else positions
+        if type(self._reader)._keys is ReaderBase._keys:
+            return functools.partial(_keys_array, self._reader._key_prefix, positions)
         return _object_array(self._reader._keys(positions))
 
     def _open(self, file: int) -> None:
