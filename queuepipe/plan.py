@@ -152,6 +152,7 @@ class ReadPlan:
         self._position = 0
         self._skip = 0
         self._opened = False
+        self._files_order: Optional[Tuple[Tuple[int, int], np.ndarray]] = None
         self._carry: Optional[Tuple[List[int], List[bytes], bool]] = None
         # "global": the next chunk starts at this place of the epoch's permutation.
         self._start = 0
@@ -175,9 +176,14 @@ class ReadPlan:
     # -- the order ------------------------------------------------------------------------------
 
     def _epoch_files(self, epoch: int) -> np.ndarray:
-        if self._order == "sorted":
-            return np.arange(len(self._files))
-        return np.random.default_rng([self._seed, epoch]).permutation(len(self._files))
+        """The files of ``epoch`` in their order (the last epoch's kept: a generator costs
+        tens of microseconds, and every take asks)."""
+        cached = self._files_order
+        if cached is None or cached[0] != (epoch, self._seed):
+            order = np.arange(len(self._files)) if self._order == "sorted" else \
+                np.random.default_rng([self._seed, epoch]).permutation(len(self._files))
+            cached = self._files_order = ((epoch, self._seed), order)
+        return cached[1]
 
     def _load_indexes(self) -> Tuple[List[np.ndarray], List[np.ndarray], np.ndarray]:
         reader = self._reader
