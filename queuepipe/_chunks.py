@@ -42,7 +42,17 @@ class RecordChunk:
         return self.buffer[start:start + int(self.lengths[index])]
 
     def tolist(self) -> List[bytes]:
-        """The records as a list of ``bytes``."""
+        """The records as a list of ``bytes``: records of one length, evenly spaced (fixed-size
+        data), cut in one C loop by a void view; any others, one slice each."""
+        n = len(self)
+        if n > 1:
+            length, stride = int(self.lengths[0]), int(self.starts[1] - self.starts[0])
+            if 0 < length <= stride and (self.lengths == length).all() \
+                    and (np.diff(self.starts) == stride).all():
+                rows = np.lib.stride_tricks.as_strided(
+                    np.frombuffer(self.buffer, np.uint8, offset=int(self.starts[0])),
+                    shape=(n, length), strides=(stride, 1), writeable=False)
+                return rows.view(f"V{length}")[:, 0].tolist()
         return list(map(self.buffer.__getitem__, map(slice, self.starts.tolist(),
                                                      (self.starts + self.lengths).tolist())))
 
