@@ -133,8 +133,10 @@ class ReadPlan:
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
         self._reader = reader_of(make_reader())
-        # A TFRecordReader with the compiled core reads chunks as one buffer each.
-        self._chunked = isinstance(self._reader, TFRecordReader) and core is not None
+        # A TFRecordReader (whose reading no subclass changed) with the compiled core reads
+        # chunks as one buffer each.
+        self._chunked = core is not None and isinstance(self._reader, TFRecordReader) and \
+            type(self._reader)._read_records is TFRecordReader._read_records
         self._chunk_size = chunk_size
         self._num_epochs = num_epochs
         self._order = order
