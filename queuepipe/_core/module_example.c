@@ -106,15 +106,6 @@ raise_for(qp_walk_status status, const char *function)
     return 0;
 }
 
-PyDoc_STRVAR(walk_examples_doc,
-"walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
-"Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
-"feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
-"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
-"present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
-"handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
-"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
-
 /* The walk of the records at spans[0:n_records] (views into objects the caller holds),
  * with the other arguments of walk_examples. */
 static PyObject *
@@ -224,6 +215,15 @@ done:
     PyMem_Free(features);
     return result;
 }
+
+PyDoc_STRVAR(walk_examples_doc,
+"walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
+"Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
+"feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
+"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
+"present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
+"handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
+"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
 
 static PyObject *
 walk_examples(PyObject *module, PyObject *args)
