@@ -438,7 +438,9 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         take turns on the GIL and two run slower than one.
       parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
         serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
-        record, e.g. with images already decoded by ``decode_raw``.
+        record, e.g. with images already decoded by ``decode_raw``. Without one, the compiled
+        core walks each chunk in the buffer it was read into, with no Python object per
+        record: the fast path (``docs/performance.md``, "Chunks in one buffer").
       seed: makes the batches a function of the seed and the files alone, whatever the
         threads (chunks are enqueued in plan order); seeds the file orders and the shuffle.
       allow_smaller_final_batch: deliver the last, smaller batch; by default True when
