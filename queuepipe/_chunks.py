@@ -4,9 +4,9 @@ Python object per record.
 :class:`RecordChunk` holds the records of a chunk back to back in one ``bytes`` (with their
 frames' headers and footers between them: the bytes the reader read, copied once), and
 where each record's data starts and how long it is. ``parse_example`` walks it straight from
-the buffer (``walk_examples_in``, the GIL released for the whole call); anything else that
-wants the records (a user's ``parse_fn``, the per-record parser for a record the walk leaves)
-gets them as ``bytes`` (:meth:`RecordChunk.to_array`, ``chunk[i]``).
+the buffer (``walk_examples_in``, the GIL released for the whole call); the per-record parser
+(for a record the walk leaves) and the pure walker get the records as ``bytes`` (``chunk[i]``,
+:meth:`RecordChunk.tolist`).
 """
 
 from __future__ import annotations
@@ -55,12 +55,6 @@ class RecordChunk:
                 return rows.view(f"V{length}")[:, 0].tolist()
         return list(map(self.buffer.__getitem__, map(slice, self.starts.tolist(),
                                                      (self.starts + self.lengths).tolist())))
-
-    def to_array(self) -> np.ndarray:
-        """The records as a 1-D object array of ``bytes`` (what ``read_up_to`` returns)."""
-        out = np.empty(len(self), dtype=object)
-        out[:] = self.tolist()
-        return out
 
     def __repr__(self) -> str:
         return f"<RecordChunk of {len(self)} records, {len(self.buffer)} bytes>"

@@ -29,7 +29,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from queuepipe._chunks import RecordChunk
 from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
@@ -225,11 +224,7 @@ class _Planned:
     def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
                 ordinals: np.ndarray) -> Any:
         try:
-            if self._keyed:
-                element = self._parse(values, keys)
-            else:  # a parse_fn takes an object array of bytes, as read_up_to returns
-                element = self._parse(values.to_array() if isinstance(values, RecordChunk)
-                                      else values)
+            element = self._parse(values, keys) if self._keyed else self._parse(values)
         except END_LOOKALIKES as e:  # an error, never an end (nor a seeded chunk's hang)
             raise not_an_end(e, f"parse_fn of queue '{self._queue.name}'") from e
         return self.structure.tag(element, ordinals)
@@ -440,7 +435,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
         record, e.g. with images already decoded by ``decode_raw``. Without one, the compiled
         core walks each chunk in the buffer it was read into, with no Python object per
-        record: the fast path (``docs/performance.md``, "Chunks in one buffer").
+        record: the fast path (``docs/performance.md``, "Chunks in one buffer"). With one,
+        the reader cuts the records as before.
       seed: makes the batches a function of the seed and the files alone, whatever the
         threads (chunks are enqueued in plan order); seeds the file orders and the shuffle.
       allow_smaller_final_batch: deliver the last, smaller batch; by default True when
@@ -509,7 +505,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     plan_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(
         1, np.uint64)[0] >> np.uint64(1))
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
-                    keyed=parse_fn is None)
+                    keyed=parse_fn is None, chunks=parse_fn is None)
     lists = [key for key, spec in features.items() if isinstance(spec, VarLenFeature)] \
         if parse_fn is None else []
     planned = _Planned(plan, parse, keyed=parse_fn is None, ordered=seed is not None,

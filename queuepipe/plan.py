@@ -68,8 +68,8 @@ _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged
 
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
-    (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the compiled core
-    read them in file order), their keys (None, an object array, or a function that makes
+    (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the plan gives
+    chunks and the compiled core read them in file order), their keys (None, an object array, or a function that makes
     that array), and where to read it again. (Damaged
     records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
     delivered.)"""
@@ -120,6 +120,9 @@ class ReadPlan:
       order: one of :data:`ORDERS`.
       seed: the seed of the epochs' orders.
       keyed: give each chunk its records' keys ``b"<file>:<position>"``.
+      chunks: where the compiled core reads a TFRecord file in order, give each chunk's
+        records as one :class:`~queuepipe._chunks.RecordChunk` (for ``parse_example``, which
+        walks it in its buffer) instead of an object array of bytes.
 
     Raises:
       InvalidArgumentError: ``"global"`` with a file that has no ``.index`` matching it, or a
@@ -127,15 +130,17 @@ class ReadPlan:
     """
 
     def __init__(self, files: Sequence[str], make_reader: Callable[[], Any], chunk_size: int,
-                 num_epochs: Optional[int], order: str, seed: int, keyed: bool) -> None:
+                 num_epochs: Optional[int], order: str, seed: int, keyed: bool,
+                 chunks: bool = False) -> None:
         if order not in ORDERS:
             raise InvalidArgumentError(f"the order must be one of {ORDERS}, got {order!r}")
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
         self._reader = reader_of(make_reader())
-        # A TFRecordReader (whose reading no subclass changed) with the compiled core reads
-        # chunks as one buffer each.
-        self._chunked = core is not None and isinstance(self._reader, TFRecordReader) and \
+        # Asked for, a TFRecordReader (whose reading no subclass changed) with the compiled
+        # core reads chunks as one buffer each.
+        self._chunked = chunks and core is not None and \
+            isinstance(self._reader, TFRecordReader) and \
             type(self._reader)._read_records is TFRecordReader._read_records
         self._chunk_size = chunk_size
         self._num_epochs = num_epochs

@@ -25,9 +25,6 @@ def test_a_chunk_gives_its_records_as_bytes(records, gap):
     got = chunk.tolist()
     assert got == records and all(type(r) is bytes for r in got)
     assert [chunk[i] for i in range(len(chunk))] == records
-    array = chunk.to_array()
-    assert array.dtype == object and array.shape == (len(records),)
-    assert array.tolist() == records
 
 
 def test_records_of_one_length_unevenly_spaced_are_cut_one_by_one():
