@@ -617,8 +617,8 @@ class RecordScanner:
         """:meth:`next_columns` without a Python object per record, with the compiled core
         only: the records' offsets (int64) and the records as one :class:`RecordChunk`.
 
-        Each run of intact frames in the read-ahead buffer is taken by one C call without the
-        GIL (``scan_spans``: both checksums of each) and copied once; a record the run stops
+        Each run of intact frames in the read-ahead buffer is taken and copied out by one C
+        call without the GIL (``scan_spans``: both checksums of each); a record the run stops
         at goes through the general path, which raises or skips its damage. The chunk's
         buffer is those copies joined (one copy more only when there are several).
 
@@ -634,11 +634,11 @@ class RecordScanner:
         try:
             while count < n:
                 b = self._in
-                frames, lengths, stop, _ = _scan_spans(b.buf, b.pos, b.end, n - count)
+                frames, starts, lengths, stop, _ = _scan_spans(b.buf, b.pos, b.end, n - count)
                 if frames:
-                    at = np.frombuffer(frames, dtype=np.int64)
-                    pieces.append((bytes(b.view[b.pos:stop]), at - (b.pos - HEADER_BYTES),
-                                   np.frombuffer(lengths, dtype=np.int64), at + b.base))
+                    at = np.frombuffer(starts, dtype=np.int64)
+                    pieces.append((frames, at + HEADER_BYTES,
+                                   np.frombuffer(lengths, dtype=np.int64), at + (b.base + b.pos)))
                     count += len(at)
                     b.pos = stop
                 if count >= n:

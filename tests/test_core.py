@@ -195,8 +195,8 @@ def test_the_comparison_catches_a_chunk_scan_that_loses_a_record(core, monkeypat
 
         @staticmethod
         def scan_spans(*args):
-            frames, lengths, stop, status = core.scan_spans(*args)
-            return frames[:-8], lengths[:-8], stop, status
+            frames, starts, lengths, stop, status = core.scan_spans(*args)
+            return frames, starts[:-8], lengths[:-8], stop, status
 
     monkeypatch.setattr(fuzz_records, "core_module", lambda: Lossy)
     data = b"".join(_frames._frame(bytes([i])) for i in range(3))
@@ -206,12 +206,15 @@ def test_the_comparison_catches_a_chunk_scan_that_loses_a_record(core, monkeypat
 
 def test_a_chunk_scan_gives_where_each_frame_starts_and_its_data_length(core):
     buffer = b"junk" + b"".join(_frames._frame(bytes([i]) * i) for i in range(5))
-    frames, lengths, stop, status = core.scan_spans(buffer, 4, len(buffer), 3)
-    assert np.frombuffer(frames, np.int64).tolist() == [4, 20, 37]
+    frames, starts, lengths, stop, status = core.scan_spans(buffer, 4, len(buffer), 3)
+    assert frames == buffer[4:4 + 16 + 17 + 18] and type(frames) is bytes
+    assert np.frombuffer(starts, np.int64).tolist() == [0, 16, 33]
     assert np.frombuffer(lengths, np.int64).tolist() == [0, 1, 2]
     assert (stop, status) == (4 + 16 + 17 + 18, OK)
-    assert core.scan_spans(buffer, 4, 4 + 16 + 5, 3) == (bytearray(b"\4" + bytes(7)),
+    assert core.scan_spans(buffer, 4, 4 + 16 + 5, 3) == (buffer[4:20], bytearray(8),
                                                          bytearray(8), 20, SHORT_HEADER)
+    big = _frames._frame(bytes(70_000))  # copied out without the GIL
+    assert core.scan_spans(b"x" + big, 1, 1 + len(big), 1)[0] == big
     with pytest.raises(ValueError, match=r"^scan_spans: pos 5 and end 4 must satisfy "):
         core.scan_spans(buffer, 5, 4, 1)
 
