@@ -153,8 +153,8 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
 @contextlib.contextmanager
 def _timed_walk():
     """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walks
-    (``walk_examples``, ``walk_examples_in``) within the block, added up, and whether the core is loaded to be
-    timed; the core is put back as it was after the block."""
+    (``walk_examples``, ``walk_examples_in``) within the block, added up, and whether the
+    core is loaded to be timed; the core is put back as it was after the block."""
     from queuepipe import _core
 
     total = [0.0, _core.core is not None]

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
+from queuepipe._chunks import RecordChunk
 from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
@@ -221,7 +222,8 @@ class _Planned:
         self._queue = queue
         return self._op
 
-    def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
+    def _parsed(self, values: Union[np.ndarray, RecordChunk],
+                keys: Union[None, np.ndarray, Callable[[], np.ndarray]],
                 ordinals: np.ndarray) -> Any:
         try:
             element = self._parse(values, keys) if self._keyed else self._parse(values)

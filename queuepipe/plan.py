@@ -39,7 +39,7 @@ import os
 import threading
 import zlib
 from typing import (Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple,
-                    Union)
+                    Union, cast)
 
 import numpy as np
 
@@ -69,8 +69,8 @@ _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
     (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the plan gives
-    chunks and the compiled core read them in file order), their keys (None, an object array, or a function that makes
-    that array), and where to read it again. (Damaged
+    chunks and the compiled core read them in file order), their keys (None, an object
+    array, or a function that makes that array), and where to read it again. (Damaged
     records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
     delivered.)"""
 
@@ -326,7 +326,7 @@ class ReadPlan:
             carried, self._carry = self._carry, None
             return carried
         if self._chunked:
-            return self._reader._read_chunk(self._chunk_size)
+            return cast(TFRecordReader, self._reader)._read_chunk(self._chunk_size)
         positions, values, finished = self._reader._read_records(self._chunk_size)
         return list(positions), list(values), finished
 
