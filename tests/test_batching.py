@@ -151,6 +151,7 @@ def test_read_batch_features_delivers_every_record_once(shards, threads, randomi
     for parsed in batches:
         assert sorted(parsed) == ["id", "name", "pixels"]
         assert all(n == b"r%d" % i for i, n in zip(parsed["id"], parsed["name"]))
+        assert all(p == bytes([i % 256] * 4) for i, p in zip(parsed["id"], parsed["pixels"]))
         ids.extend(parsed["id"].tolist())
         sizes.append(len(parsed["id"]))
     assert Counter(ids) == Counter(list(range(60)) * 3)
