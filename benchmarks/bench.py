@@ -341,7 +341,9 @@ def pipeline_per_record_seeded(qp, files, epochs, threads, workload, options):
 
 
 def pipeline_bulk(qp, files, epochs, threads, workload, options, seed=SEED, shuffle="buffer"):
-    """``read_batch_features``: a chunk of records, one parse_example, enqueue_many."""
+    """``read_batch_features``: a chunk of records, one parse_example, enqueue_many. It
+    parses with ``parse_example`` itself (the fast path: see docs/performance.md) but for
+    mnist, whose ``parse_fn`` decodes the images too."""
     import functools
 
     specs = _specs(qp, workload)
@@ -352,7 +354,8 @@ def pipeline_bulk(qp, files, epochs, threads, workload, options, seed=SEED, shuf
     return qp.train.read_batch_features(
         files, BATCH, specs, reader=functools.partial(qp.TFRecordReader, options=options),
         num_epochs=epochs, queue_capacity=2 * buffer_of(workload), num_enqueue_threads=threads,
-        parse_fn=parse, seed=seed, read_batch_size=BULK_CHUNK, shuffle=shuffle)
+        parse_fn=parse if workload == "mnist" else None, seed=seed,
+        read_batch_size=BULK_CHUNK, shuffle=shuffle)
 
 
 def pipeline_bulk_seeded(qp, files, epochs, threads, workload, options):

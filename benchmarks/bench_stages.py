@@ -3,7 +3,7 @@
 usage::
 
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data [--workload tokens] [--repeat 5]
-    python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline
+    python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
@@ -17,9 +17,11 @@ parses, the part of the parse spent in its ``walk_examples`` call, whose walk ru
 the GIL (a bound on what a second thread can run in parallel: the call also makes the string
 values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for the pure path.
 
-``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, one
-enqueue thread, every shard, 2 epochs): its CPU per record, and the share of it spent in the
-core's ``walk_examples`` calls.
+``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, every
+shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--repeat`` rounds
+interleaved: its records per second (the best round), its CPU per record (the least), and the
+share of that CPU spent in the core's ``walk_examples`` calls (``walk_examples`` time is
+thread CPU time, added up over the threads).
 """
 
 from __future__ import annotations
@@ -83,7 +85,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", default="tokens", choices=bench.WORKLOADS)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pipeline", action="store_true",
-                    help="measure read_batch_features (qp_bulk, one thread) as a whole")
+                    help="measure read_batch_features (qp_bulk) as a whole")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1],
+                    help="with --pipeline: the enqueue thread counts to measure, each "
+                         "--repeat times, interleaved")
     args = ap.parse_args(argv)
     import queuepipe as qp
 
@@ -96,7 +101,7 @@ def main(argv=None) -> int:
     specs = bench._specs(qp, args.workload)
     with _timed_walk() as walk_seconds:
         if args.pipeline:
-            return _pipeline(qp, folder, args.workload, walk_seconds)
+            return _pipeline(qp, folder, args, walk_seconds)
         return _stages(qp, files, specs, args, walk_seconds)
 
 
@@ -125,43 +130,56 @@ def _stages(qp, files, specs, args, walk_seconds) -> int:
     return 0
 
 
-def _pipeline(qp, folder, workload, walk_seconds) -> int:
+def _pipeline(qp, folder, args, walk_seconds) -> int:
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
-    start = time.process_time()
-    records = sum(len(batch["label"])
-                  for batch in bench.pipeline_bulk(qp, files, 2, 1, workload, None))
-    seconds = time.process_time() - start
-    print(f"{workload}: read_batch_features, one enqueue thread, {records} records: "
-          f"{seconds / records * 1e6:.2f} us of CPU per record"
-          + (f", {walk_seconds[0] / seconds:.0%} of it in the core's walk_examples"
-             if walk_seconds[1] else ""))
+    rounds = {threads: [] for threads in args.threads}
+    for _ in range(args.repeat):
+        for threads in args.threads:  # interleaved: a slow spell of the host hits every count
+            walked = walk_seconds[0]
+            start, wall = time.process_time(), time.perf_counter()
+            records = sum(len(batch["label"]) for batch in
+                          bench.pipeline_bulk(qp, files, 2, threads, args.workload, None))
+            rounds[threads].append((time.perf_counter() - wall, time.process_time() - start,
+                                    walk_seconds[0] - walked, records))
+    for threads, measured in rounds.items():
+        wall, cpu, walk, records = min(measured)  # the fastest round (by wall clock)
+        print(f"{args.workload}: read_batch_features, {threads} enqueue thread(s), {records} "
+              f"records: {records / wall / 1e3:.0f}k records/s (best of {args.repeat}; all: "
+              + "/".join(f"{m[3] / m[0] / 1e3:.0f}k" for m in measured) + "), "
+              f"{min(m[1] for m in measured) / records * 1e6:.2f} us of CPU per record"
+              + (f", {walk / cpu:.0%} of it in the core's walk_examples"
+                 if walk_seconds[1] else ""))
     return 0
 
 
 @contextlib.contextmanager
 def _timed_walk():
-    """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walk
-    (``walk_examples``) within the block, added up, and whether the core is loaded to be
-    timed; the core is put back as it was after the block."""
+    """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walks
+    (``walk_examples``, ``walk_examples_in``) within the block, added up, and whether the
+    core is loaded to be timed; the core is put back as it was after the block."""
     from queuepipe import _core
 
     total = [0.0, _core.core is not None]
     if _core.core is None:
         yield total
         return
-    module, walk = _core.core, _core.core.walk_examples
+    module = _core.core
 
-    class Timed:
-        def __getattr__(self, name):
-            return getattr(module, name)
-
-        @staticmethod
-        def walk_examples(*args):
+    def timed(walk):
+        def timed_walk(*args):
             start = time.thread_time()
             try:
                 return walk(*args)
             finally:
                 total[0] += time.thread_time() - start
+        return staticmethod(timed_walk)
+
+    class Timed:
+        def __getattr__(self, name):
+            return getattr(module, name)
+
+        walk_examples = timed(module.walk_examples)
+        walk_examples_in = timed(module.walk_examples_in)  # a chunk walked in its buffer
 
     _core.core = Timed()
     try:

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
+from queuepipe._chunks import RecordChunk
 from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
@@ -221,7 +222,8 @@ class _Planned:
         self._queue = queue
         return self._op
 
-    def _parsed(self, values: np.ndarray, keys: Optional[np.ndarray],
+    def _parsed(self, values: Union[np.ndarray, RecordChunk],
+                keys: Union[None, np.ndarray, Callable[[], np.ndarray]],
                 ordinals: np.ndarray) -> Any:
         try:
             element = self._parse(values, keys) if self._keyed else self._parse(values)
@@ -433,7 +435,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         take turns on the GIL and two run slower than one.
       parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
         serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
-        record, e.g. with images already decoded by ``decode_raw``.
+        record, e.g. with images already decoded by ``decode_raw``. Without one, the compiled
+        core walks each chunk in the buffer it was read into, with no Python object per
+        record: the fast path (``docs/performance.md``, "Chunks in one buffer"). With one,
+        the reader cuts the records as before.
       seed: makes the batches a function of the seed and the files alone, whatever the
         threads (chunks are enqueued in plan order); seeds the file orders and the shuffle.
       allow_smaller_final_batch: deliver the last, smaller batch; by default True when
@@ -481,8 +486,13 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                     f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
                     f"VarLenFeature, or a parse_fn that returns such rows")
 
-        def parse(serialized: np.ndarray, keys: np.ndarray) -> Any:
-            return parse_example(serialized, features, example_names=keys)
+        def parse(serialized: Any, keys: Any) -> Any:
+            if not callable(keys):
+                return parse_example(serialized, features, example_names=keys)
+            try:  # keys made only for an error's message: the parse again names the record
+                return parse_example(serialized, features)
+            except InvalidArgumentError:
+                return parse_example(serialized, features, example_names=keys())
     else:
         parse = cast(Callable[..., Any], parse_fn)  # the values alone: no keys are made
     file_pattern, reader = _share_files(file_pattern, reader)
@@ -497,7 +507,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     plan_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(
         1, np.uint64)[0] >> np.uint64(1))
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
-                    keyed=parse_fn is None)
+                    keyed=parse_fn is None, chunks=parse_fn is None)
     lists = [key for key, spec in features.items() if isinstance(spec, VarLenFeature)] \
         if parse_fn is None else []
     planned = _Planned(plan, parse, keyed=parse_fn is None, ordered=seed is not None,

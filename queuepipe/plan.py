@@ -32,17 +32,21 @@ import base64
 import binascii
 import bisect
 import collections
+import functools
 import itertools
 import logging
 import os
 import threading
 import zlib
-from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union, cast)
 
 import numpy as np
 
 from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentError,
                               OutOfRangeError)
+from queuepipe._chunks import RecordChunk
+from queuepipe._core import core
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe._frames import unframe_many
@@ -64,13 +68,16 @@ _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged
 
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
-    (an object array), their keys (or None), and where to read it again. (Damaged records
-    skipped with ``corrupt_records="skip"`` have no ordinal here: they count as delivered.)"""
+    (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the plan gives
+    chunks and the compiled core read them in file order), their keys (None, an object
+    array, or a function that makes that array), and where to read it again. (Damaged
+    records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
+    delivered.)"""
 
     ticket: int
     ordinals: np.ndarray
-    values: np.ndarray
-    keys: Optional[np.ndarray]
+    values: Union[np.ndarray, RecordChunk]
+    keys: Union[None, np.ndarray, Callable[[], np.ndarray]]
     where: List[int]
 
 
@@ -113,6 +120,9 @@ class ReadPlan:
       order: one of :data:`ORDERS`.
       seed: the seed of the epochs' orders.
       keyed: give each chunk its records' keys ``b"<file>:<position>"``.
+      chunks: where the compiled core reads a TFRecord file in order, give each chunk's
+        records as one :class:`~queuepipe._chunks.RecordChunk` (for ``parse_example``, which
+        walks it in its buffer) instead of an object array of bytes.
 
     Raises:
       InvalidArgumentError: ``"global"`` with a file that has no ``.index`` matching it, or a
@@ -120,12 +130,18 @@ class ReadPlan:
     """
 
     def __init__(self, files: Sequence[str], make_reader: Callable[[], Any], chunk_size: int,
-                 num_epochs: Optional[int], order: str, seed: int, keyed: bool) -> None:
+                 num_epochs: Optional[int], order: str, seed: int, keyed: bool,
+                 chunks: bool = False) -> None:
         if order not in ORDERS:
             raise InvalidArgumentError(f"the order must be one of {ORDERS}, got {order!r}")
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
         self._reader = reader_of(make_reader())
+        # Asked for, a TFRecordReader (whose reading no subclass changed) with the compiled
+        # core reads chunks as one buffer each.
+        self._chunked = chunks and core is not None and \
+            isinstance(self._reader, TFRecordReader) and \
+            type(self._reader)._read_records is TFRecordReader._read_records
         self._chunk_size = chunk_size
         self._num_epochs = num_epochs
         self._order = order
@@ -143,6 +159,7 @@ class ReadPlan:
         self._position = 0
         self._skip = 0
         self._opened = False
+        self._files_order: Optional[Tuple[Tuple[int, int], np.ndarray]] = None
         self._carry: Optional[Tuple[List[int], List[bytes], bool]] = None
         # "global": the next chunk starts at this place of the epoch's permutation.
         self._start = 0
@@ -166,9 +183,14 @@ class ReadPlan:
     # -- the order ------------------------------------------------------------------------------
 
     def _epoch_files(self, epoch: int) -> np.ndarray:
-        if self._order == "sorted":
-            return np.arange(len(self._files))
-        return np.random.default_rng([self._seed, epoch]).permutation(len(self._files))
+        """The files of ``epoch`` in their order (the last epoch's kept: a generator costs
+        tens of microseconds, and every take asks)."""
+        cached = self._files_order
+        if cached is None or cached[0] != (epoch, self._seed):
+            order = np.arange(len(self._files)) if self._order == "sorted" else \
+                np.random.default_rng([self._seed, epoch]).permutation(len(self._files))
+            cached = self._files_order = ((epoch, self._seed), order)
+        return cached[1]
 
     def _load_indexes(self) -> Tuple[List[np.ndarray], List[np.ndarray], np.ndarray]:
         reader = self._reader
@@ -263,11 +285,12 @@ class ReadPlan:
                 self._open(file)
             positions, values, finished = self._read_records()
             chunk = None
-            if values:
+            if len(values):
                 where = [file, int(positions[0]), 0, len(values)]
                 ticket, base = self._register(where, len(values))
-                keys = _object_array(self._reader._keys(positions)) if self._keyed else None
+                keys = self._chunk_keys(positions)
                 chunk = Chunk(ticket, np.arange(base, base + len(values)),
+                              values if isinstance(values, RecordChunk) else
                               _object_array(values), keys, where)
                 self._position, self._skip = int(positions[0]), len(values)
             if finished:
@@ -277,16 +300,33 @@ class ReadPlan:
             if chunk is not None:
                 return chunk
 
+    def _chunk_keys(self, positions: Any) -> Union[None, np.ndarray, Callable[[], np.ndarray]]:
+        """The keys of the records at ``positions`` of the open file (None: not keyed): a
+        function that formats them (outside the lock, and only when asked: a parse error
+        quotes them) where the reader's keys are its file name and the positions, else
+        the keys."""
+        if not self._keyed:
+            return None
+        positions = positions.tolist() if isinstance(positions, np.ndarray) else positions
+        if type(self._reader)._keys is ReaderBase._keys:
+            return functools.partial(_keys_array, self._reader._key_prefix, positions)
+        return _object_array(self._reader._keys(positions))
+
     def _open(self, file: int) -> None:
         """Opens ``file`` at the cursor: its record at ``_position``, then ``_skip`` on."""
         self._carry = _open_at(self._reader, self._files[file], self._position, self._skip,
                                self._chunk_size)
         self._opened = True
 
-    def _read_records(self) -> Tuple[List[int], List[bytes], bool]:
+    def _read_records(self) -> Tuple[Any, Any, bool]:
+        """The next records of the open file: positions and values as lists, or (a
+        TFRecordReader with the core, nothing carried over) as an array and a
+        :class:`RecordChunk`; and whether the file is finished."""
         if self._carry is not None:
             carried, self._carry = self._carry, None
             return carried
+        if self._chunked:
+            return cast(TFRecordReader, self._reader)._read_chunk(self._chunk_size)
         positions, values, finished = self._reader._read_records(self._chunk_size)
         return list(positions), list(values), finished
 
@@ -671,6 +711,11 @@ def _pass_over(reader: ReaderBase, drop_before: Optional[int], skip: int,
             skip -= passed
         if (drop_before is None and not skip and k < len(values)) or finished:
             return positions[k:], values[k:], finished
+
+
+def _keys_array(prefix: bytes, positions: List[int]) -> np.ndarray:
+    """The keys ``b"<file>:<position>"`` as an object array."""
+    return _object_array(_format_keys(prefix, positions))
 
 
 def _pack_bits(mask: np.ndarray) -> str:

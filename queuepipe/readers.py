@@ -29,10 +29,11 @@ import collections
 import logging
 import os
 import threading
-from typing import IO, Any, Dict, List, Optional, Tuple, TypeVar
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
+from queuepipe._chunks import RecordChunk
 from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
 from queuepipe._streams import ReadBuffer, stored_size
 from queuepipe.errors import DataLossError, InvalidArgumentError, OutOfRangeError
@@ -358,12 +359,22 @@ class TFRecordReader(ReaderBase):
                                       follow=True)
 
     def _read_records(self, n: int) -> Records:
+        return self._scanned(lambda scanner: scanner.next_columns(n))
+
+    def _read_chunk(self, n: int) -> Tuple[np.ndarray, RecordChunk, bool]:
+        """:meth:`_read_records` as one :class:`~queuepipe._chunks.RecordChunk` (and the
+        offsets as an int64 array), with the compiled core only."""
+        return self._scanned(lambda scanner: scanner.next_chunk(n))
+
+    def _scanned(self, take: Callable[[RecordScanner], Tuple[Any, Any]]) -> Tuple[Any, Any, bool]:
+        """What ``take`` reads from the current file's scanner, its skips counted, and
+        whether the file is finished."""
         scanner = _current(self._scanner)
         try:
-            offsets, values = scanner.next_columns(n)
+            positions, values = take(scanner)
         finally:
             self._skipped = self._skipped_before + scanner.skipped
-        return offsets, values, scanner.finished
+        return positions, values, scanner.finished
 
     def _seek(self, position: int) -> bool:
         scanner = _current(self._scanner)

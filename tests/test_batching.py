@@ -151,6 +151,7 @@ def test_read_batch_features_delivers_every_record_once(shards, threads, randomi
     for parsed in batches:
         assert sorted(parsed) == ["id", "name", "pixels"]
         assert all(n == b"r%d" % i for i, n in zip(parsed["id"], parsed["name"]))
+        assert all(p == bytes([i % 256] * 4) for i, p in zip(parsed["id"], parsed["pixels"]))
         ids.extend(parsed["id"].tolist())
         sizes.append(len(parsed["id"]))
     assert Counter(ids) == Counter(list(range(60)) * 3)
@@ -197,6 +198,24 @@ def test_read_batch_features_takes_any_reader_with_read_up_to(shards, parse_fn):
     ids = [i for parsed in batches for i in parsed["id"].tolist()]
     assert Counter(ids) == Counter(list(range(60)) * 2)
     assert made[0].calls >= 120 // 7
+
+
+def test_read_batch_features_names_the_record_that_does_not_parse(tmp_path):
+    # the keys of a chunk are made only for the message (with the core): it still names the
+    # record by its file and offset
+    path = str(tmp_path / "data.tfrecord")
+    records = [make_example({"id": i} if i != 5 else {"id": b"five"}).SerializeToString()
+               for i in range(7)]
+    with qp.io.TFRecordWriter(path) as writer:
+        for record in records:
+            writer.write(record)
+    offset = sum(len(record) + 16 for record in records[:5])  # each framed in 16 bytes more
+    batches = read_batch_features(path, 2, {"id": FixedLenFeature([], qp.int64)}, num_epochs=1,
+                                  read_batch_size=4, num_enqueue_threads=1)
+    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offset}, "
+                                                   r"Key: id, Index: 1\.  Data types don't "
+                                                   r"match"):
+        list(batches)
 
 
 def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):

@@ -250,12 +250,15 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     from queuepipe.parsing import _walkers
 
     core = _core.core
-    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline"]) == 0
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
+                                      "--threads", "1", "2", "--repeat", "2"]) == 0
     assert _core.core is core  # the timing wrapper is taken off again
     out = capsys.readouterr().out
     share = r", \d+% of it in the core's walk_examples" if _walkers.core_available() else ""
-    assert re.search(r"^tokens: read_batch_features, one enqueue thread, 1200 records: [\d.]+ us "
-                     rf"of CPU per record{share}$", out, re.M), out
+    for threads in (1, 2):
+        assert re.search(rf"^tokens: read_batch_features, {threads} enqueue thread\(s\), 1200 "
+                         r"records: \d+k records/s \(best of 2; all: \d+k/\d+k\), [\d.]+ us "
+                         rf"of CPU per record{share}$", out, re.M), out
 
 
 def test_the_sequence_benchmark_times_each_path(capsys):

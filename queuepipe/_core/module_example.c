@@ -106,53 +106,25 @@ raise_for(qp_walk_status status, const char *function)
     return 0;
 }
 
-PyDoc_STRVAR(walk_examples_doc,
-"walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
-"Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
-"feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
-"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
-"present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
-"handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
-"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
-
+/* The walk of the records at spans[0:n_records] (views into objects the caller holds),
+ * with the other arguments of walk_examples. */
 static PyObject *
-walk_examples(PyObject *module, PyObject *args)
+walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject *outs,
+           PyObject *present_arg, PyObject *counts_arg, PyObject *back_arg)
 {
-    (void)module;
-    PyObject *records_arg, *spec, *outs, *present_arg, *counts_arg, *back_arg;
-    if (!PyArg_ParseTuple(args, "OO!O!OOO:walk_examples", &records_arg, &PyTuple_Type, &spec,
-                          &PyTuple_Type, &outs, &present_arg, &counts_arg, &back_arg))
-        return NULL;
     Py_ssize_t n_features = PyTuple_GET_SIZE(spec);
     if (PyTuple_GET_SIZE(outs) != n_features) {
         PyErr_Format(PyExc_ValueError, "walk_examples: %zd outs for %zd features",
                      PyTuple_GET_SIZE(outs), n_features);
         return NULL;
     }
-    /* A tuple holds a reference to every record while the GIL is released: a list could be
-     * changed by another thread meanwhile. */
-    PyObject *records = PySequence_Tuple(records_arg);
-    if (records == NULL)
-        return NULL;
-    Py_ssize_t n_records = PyTuple_GET_SIZE(records);
     PyObject *result = NULL;
-    qp_span *spans = PyMem_Calloc((size_t)n_records + 1, sizeof(qp_span));
     qp_feature *features = PyMem_Calloc((size_t)n_features + 1, sizeof(qp_feature));
     Py_buffer *views = PyMem_Calloc((size_t)n_features + 1, sizeof(Py_buffer));
     Py_buffer present = {0}, counts = {0}, back = {0};
-    if (spans == NULL || features == NULL || views == NULL) {
+    if (features == NULL || views == NULL) {
         PyErr_NoMemory();
         goto done;
-    }
-    for (Py_ssize_t i = 0; i < n_records; i++) {
-        PyObject *record = PyTuple_GET_ITEM(records, i);
-        if (!PyBytes_Check(record)) {
-            PyErr_Format(PyExc_TypeError, "walk_examples: records[%zd] is %.80s, not bytes",
-                         i, Py_TYPE(record)->tp_name);
-            goto done;
-        }
-        spans[i].data = (const uint8_t *)PyBytes_AS_STRING(record);
-        spans[i].len = (size_t)PyBytes_GET_SIZE(record);
     }
     size_t cells, count_bytes;
     if (__builtin_mul_overflow((size_t)n_features, (size_t)n_records, &cells)
@@ -241,8 +213,107 @@ done:
         PyBuffer_Release(&back);
     PyMem_Free(views);
     PyMem_Free(features);
+    return result;
+}
+
+PyDoc_STRVAR(walk_examples_doc,
+"walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
+"Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
+"feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
+"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
+"present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
+"handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
+"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
+
+static PyObject *
+walk_examples(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *records_arg, *spec, *outs, *present, *counts, *back;
+    if (!PyArg_ParseTuple(args, "OO!O!OOO:walk_examples", &records_arg, &PyTuple_Type, &spec,
+                          &PyTuple_Type, &outs, &present, &counts, &back))
+        return NULL;
+    /* A tuple holds a reference to every record while the GIL is released: a list could be
+     * changed by another thread meanwhile. */
+    PyObject *records = PySequence_Tuple(records_arg);
+    if (records == NULL)
+        return NULL;
+    Py_ssize_t n_records = PyTuple_GET_SIZE(records);
+    PyObject *result = NULL;
+    qp_span *spans = PyMem_Calloc((size_t)n_records + 1, sizeof(qp_span));
+    if (spans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_records; i++) {
+        PyObject *record = PyTuple_GET_ITEM(records, i);
+        if (!PyBytes_Check(record)) {
+            PyErr_Format(PyExc_TypeError, "walk_examples: records[%zd] is %.80s, not bytes",
+                         i, Py_TYPE(record)->tp_name);
+            goto done;
+        }
+        spans[i].data = (const uint8_t *)PyBytes_AS_STRING(record);
+        spans[i].len = (size_t)PyBytes_GET_SIZE(record);
+    }
+    result = walk_spans(spans, n_records, spec, outs, present, counts, back);
+done:
     PyMem_Free(spans);
     Py_DECREF(records);
+    return result;
+}
+
+PyDoc_STRVAR(walk_examples_in_doc,
+"walk_examples_in(buffer, starts, lengths, spec, outs, present, counts, handed_back)\n"
+"-> tuple\n\n"
+"walk_examples over records lying in one bytes-like buffer, record i at\n"
+"buffer[starts[i]:starts[i] + lengths[i]] (starts and lengths: buffers of int64, each\n"
+"record checked to lie in buffer): no Python object per record.");
+
+static PyObject *
+walk_examples_in(PyObject *module, PyObject *args)
+{
+    (void)module;
+    Py_buffer buffer, starts, lengths;
+    PyObject *spec, *outs, *present, *counts, *back;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!O!OOO:walk_examples_in", &buffer, &starts, &lengths,
+                          &PyTuple_Type, &spec, &PyTuple_Type, &outs, &present, &counts,
+                          &back))
+        return NULL;
+    PyObject *result = NULL;
+    qp_span *spans = NULL;
+    Py_ssize_t n_records = starts.len / (Py_ssize_t)sizeof(int64_t);
+    if (starts.len % (Py_ssize_t)sizeof(int64_t) != 0 || lengths.len != starts.len) {
+        PyErr_Format(PyExc_ValueError, "walk_examples_in: starts (%zd bytes) and lengths (%zd "
+                     "bytes) must hold the same number of int64", starts.len, lengths.len);
+        goto done;
+    }
+    spans = PyMem_Calloc((size_t)n_records + 1, sizeof(qp_span));
+    if (spans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n_records; i++) {
+        int64_t start, length;
+        memcpy(&start, (const char *)starts.buf + i * (Py_ssize_t)sizeof start, sizeof start);
+        memcpy(&length, (const char *)lengths.buf + i * (Py_ssize_t)sizeof length,
+               sizeof length);
+        /* Compared against the buffer's length before any pointer moves. */
+        if (start < 0 || length < 0 || start > (int64_t)buffer.len
+            || length > (int64_t)buffer.len - start) {
+            PyErr_Format(PyExc_ValueError, "walk_examples_in: record %zd (start %lld, length "
+                         "%lld) does not lie in the buffer of %zd bytes", i, (long long)start,
+                         (long long)length, buffer.len);
+            goto done;
+        }
+        spans[i].data = (const uint8_t *)buffer.buf + start;
+        spans[i].len = (size_t)length;
+    }
+    result = walk_spans(spans, n_records, spec, outs, present, counts, back);
+done:
+    PyMem_Free(spans);
+    PyBuffer_Release(&buffer);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&lengths);
     return result;
 }
 
@@ -395,6 +466,7 @@ done:
 
 static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
+    {"walk_examples_in", walk_examples_in, METH_VARARGS, walk_examples_in_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
      walk_sequence_example_doc},
     {NULL, NULL, 0, NULL},

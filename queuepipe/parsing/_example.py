@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from queuepipe._chunks import RecordChunk
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.parsing import _composite, _walkers
 from queuepipe.parsing._record import _parse_record
@@ -154,7 +155,9 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
       TypeError, ValueError: ``serialized`` or ``features`` is malformed.
     """
     del name
-    records = _batch_records(serialized)
+    # A chunk read by the compiled core (read_batch_features) is walked in its buffer.
+    records = serialized if isinstance(serialized, RecordChunk) else \
+        _batch_records(serialized)
     parsed_features = _example_features(features)
     outputs = _parse_batch(records, parsed_features, _batch_names(example_names, len(records)))
     return _with_composites(outputs, parsed_features)

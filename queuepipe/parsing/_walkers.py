@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from queuepipe import _core
+from queuepipe._chunks import RecordChunk
 from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
 from queuepipe.parsing._single import _parse_single_plain
@@ -45,7 +46,10 @@ _DTYPE_CODES = {_dtypes.int64: 0, _dtypes.float32: 1, _dtypes.string: 2}  # wire
 
 
 def pure_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
-    """The pure-Python walker: :func:`._bulk._parse_fast`."""
+    """The pure-Python walker: :func:`._bulk._parse_fast` (of a RecordChunk's records as
+    bytes)."""
+    if isinstance(records, RecordChunk):
+        records = records.tolist()
     return _parse_fast(records, features, sinks)
 
 
@@ -76,15 +80,21 @@ def _core_spec(features) -> tuple:
 
 def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
     """The compiled walker: dense numbers are written straight into the sinks' arrays;
-    strings and ragged values come back per feature and go into the sinks in one block."""
+    strings and ragged values come back per feature and go into the sinks in one block. A
+    :class:`~queuepipe._chunks.RecordChunk` is walked in its buffer."""
     n = len(records)
     outs = tuple(sink.out if feature.kind == _FIXED and feature.dtype != _dtypes.string
                  else None for feature, sink in zip(features, sinks))
     present = np.zeros((len(features), n), dtype=np.uint8)
     counts = np.zeros((len(features), n), dtype=np.int64)
     handed_back = np.zeros(n, dtype=np.uint8)
-    results = _compiled().walk_examples(records, _core_spec(features), outs, present, counts,
-                                        handed_back)
+    if isinstance(records, RecordChunk):  # walked in its buffer: no object per record
+        results = _compiled().walk_examples_in(records.buffer, records.starts, records.lengths,
+                                               _core_spec(features), outs, present, counts,
+                                               handed_back)
+    else:
+        results = _compiled().walk_examples(records, _core_spec(features), outs, present,
+                                            counts, handed_back)
     taken = handed_back == 0
     everyone = bool(taken.all())
     rows = np.arange(n) if everyone else np.flatnonzero(taken)
