@@ -9,6 +9,7 @@ the same check over as many inputs as asked.
 import importlib.util
 import os
 import random
+import sys
 import threading
 
 import numpy as np
@@ -137,6 +138,37 @@ def test_the_walk_sets_present_whatever_the_buffer_held():
     _core.core.walk_examples([record, _HOSTILE["plain"]], ((b"i", 0, False, 1, True),),
                              (np.zeros(2, np.int64),), present, bytearray(16), back)
     assert (list(back), list(present)) == ([1, 0], [0, 1])
+
+
+def test_the_walk_puts_dense_strings_into_an_object_array():
+    # a record with "s", one without (keeps what the array held), one handed back (the
+    # unpacked int64s: keeps it too); the item replaced is released, none other
+    spec = ((b"s", 2, False, 1, False), (b"i", 0, False, 1, False))
+    with_s = _example(_entry(b"s", fz.field(1, fz.field(1, b"abc"))), _entry(b"i", _INT64_LIST))
+    handed = _example(_entry(b"s", fz.field(1, fz.field(1, b"xyz"))),
+                      _entry(b"i", fz.field(3, b"\x08\x05")))
+    kept = bytes(bytearray(b"default"))  # an object of its own, to count its references
+    out = np.array([kept, kept, kept], dtype=object)
+    before = sys.getrefcount(kept)
+    present, back = bytearray(6), bytearray(3)
+    results = _core.core.walk_examples([with_s, _HOSTILE["plain"], handed], spec,
+                                       (out, np.zeros(3, np.int64)), present, bytearray(48),
+                                       back)
+    assert results == (None, None)
+    assert out.tolist() == [b"abc", b"default", b"default"] and list(back) == [0, 0, 1]
+    assert sys.getrefcount(kept) == before - 1
+
+
+@pytest.mark.parametrize("out, problem", [
+    (bytearray(16), "must be an object array"),
+    (np.zeros(2, np.int64), "must be an object array"),
+    (np.empty(1, dtype=object), "must be an object array of at least records x size items"),
+    (np.empty(4, dtype=object)[::2], "contiguous"),
+])
+def test_the_walk_refuses_a_string_output_that_is_no_object_array_of_the_size(out, problem):
+    with pytest.raises((ValueError, BufferError), match=problem):
+        _core.core.walk_examples([_HOSTILE["plain"]] * 2, ((b"s", 2, False, 1, False),),
+                                 (out,), bytearray(2), bytearray(16), bytearray(2))
 
 
 _LISTS = fz.field(1, fz.field(1, b"v") + fz.field(2, fz.field(1, _INT64_LIST) * 2))

@@ -55,6 +55,57 @@ writable(PyObject *obj, Py_buffer *view, size_t min_bytes, const char *what)
     return 0;
 }
 
+/* Takes a writable C-contiguous array of at least n_items Python objects (a NumPy object
+ * array: buffer format "O") from obj into view. */
+static int
+writable_objects(PyObject *obj, Py_buffer *view, size_t n_items, Py_ssize_t index)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    size_t n_bytes;
+    if (view->format == NULL || strcmp(view->format, "O") != 0
+        || view->itemsize != (Py_ssize_t)sizeof(PyObject *)
+        || __builtin_mul_overflow(n_items, sizeof(PyObject *), &n_bytes)
+        || (size_t)view->len < n_bytes) {
+        PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be an object array of "
+                     "at least records x size items", index);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Puts the string values of a dense bytes feature into its object array `slots` of
+ * n_records rows of f->size items: a bytes object per value, row after row of the records
+ * that hold the feature (the other rows keep what they held). The GIL is held. */
+static int
+fill_objects(const qp_feature *f, PyObject **slots, size_t n_records)
+{
+    size_t n_spans = f->values.len / sizeof(qp_span), next = 0;
+    for (size_t row = 0; row < n_records; row++) {
+        if (!f->present[row])
+            continue;
+        for (size_t k = 0; k < (size_t)f->size; k++, next++) {
+            if (next >= n_spans) {
+                PyErr_SetString(PyExc_SystemError, "walk_examples: the walk gave fewer "
+                                "strings than its records hold");
+                return -1;
+            }
+            qp_span span;
+            memcpy(&span, f->values.data + next * sizeof span, sizeof span);
+            PyObject *value = PyBytes_FromStringAndSize((const char *)span.data,
+                                                        (Py_ssize_t)span.len);
+            if (value == NULL)
+                return -1;
+            PyObject *old = slots[row * (size_t)f->size + k];
+            slots[row * (size_t)f->size + k] = value;
+            Py_XDECREF(old);
+        }
+    }
+    return 0;
+}
+
 /* A list of bytes, one per span in f's scratch. */
 static PyObject *
 span_list(const qp_feature *f)
@@ -110,10 +161,13 @@ PyDoc_STRVAR(walk_examples_doc,
 "walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
 "Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
 "feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
-"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
+"feature a writable [n, size] int64/float32 buffer for a dense number feature; for a dense\n"
+"bytes feature None, or a writable [n, size] object array whose items of the records that\n"
+"hold the feature become its values (the others keep theirs); else None.\n"
 "present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
 "handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
-"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
+"Returns per feature None (values in outs), a bytearray of ragged numbers, or a list of\n"
+"bytes values.");
 
 static PyObject *
 walk_examples(PyObject *module, PyObject *args)
@@ -187,9 +241,20 @@ walk_examples(PyObject *module, PyObject *args)
         PyObject *out = PyTuple_GET_ITEM(outs, i);
         if (out == Py_None)
             continue;
-        if (f->kind != QP_DENSE || f->dtype == QP_BYTES) {
+        if (f->kind != QP_DENSE) {
             PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be None", i);
             goto done;
+        }
+        if (f->dtype == QP_BYTES) {
+            size_t n_items;
+            if (__builtin_mul_overflow((size_t)n_records, (size_t)f->size, &n_items)) {
+                PyErr_Format(PyExc_OverflowError, "walk_examples: outs[%zd] would need more "
+                             "items than memory holds", i);
+                goto done;
+            }
+            if (writable_objects(out, &views[i], n_items, i) < 0)
+                goto done;
+            continue;  /* filled after the walk, with the GIL */
         }
         if (writable(out, &views[i], 0, "an output") < 0)
             goto done;
@@ -215,7 +280,12 @@ walk_examples(PyObject *module, PyObject *args)
     if (result == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n_features; i++) {
-        PyObject *item = feature_result(&features[i]);
+        PyObject *item;
+        if (features[i].dtype == QP_BYTES && views[i].obj != NULL)
+            item = fill_objects(&features[i], views[i].buf, (size_t)n_records) < 0
+                ? NULL : Py_NewRef(Py_None);
+        else
+            item = feature_result(&features[i]);
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;

@@ -55,25 +55,22 @@ class _RaggedOut:
         return self._sparse() if self.feature.kind == _VAR else self._padded()
 
     def _sparse(self):
-        batch, counts = len(self.counts), self.counts
-        starts = np.cumsum(counts) - counts
-        total = int(counts.sum())
-        row_ids = np.repeat(np.arange(batch, dtype=np.int64), counts)
-        columns = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+        return _sparse_values([self])[0]
+
+    def _values(self, starts, begin, total):
+        """The values of every record one after the other (``total`` of them, record ``i``'s
+        from ``starts[i] - begin``)."""
         if len(self.raggeds) == 1 and len(self.raggeds[0][2]) == total:
-            values = self.raggeds[0][2]  # every value came in one group, in record order
-        else:
-            values = np.empty(total, dtype=self.feature.dtype)
+            return self.raggeds[0][2]  # every value came in one group, in record order
+        starts = starts - begin
+        values = np.empty(total, dtype=self.feature.dtype)
         for index, row in self.singles:
             values[starts[index]:starts[index] + len(row)] = row
         for rows, block in self.blocks:
             values[(starts[rows][:, None] + np.arange(block.shape[1])).ravel()] = block.ravel()
         for rows, row_counts, flat in self.raggeds:
-            if flat is not values:
-                values[segments(starts[rows], row_counts)] = flat
-        longest = int(counts.max()) if batch else 0
-        return SparseValue(np.stack([row_ids, columns], axis=1), values,
-                           np.array([batch, longest], dtype=np.int64))
+            values[segments(starts[rows], row_counts)] = flat
+        return values
 
     def _padded(self):
         feature, batch = self.feature, len(self.counts)
@@ -91,6 +88,47 @@ class _RaggedOut:
 
 def _sink(feature, batch):
     return _DenseOut(feature, batch) if feature.kind == _FIXED else _RaggedOut(feature, batch)
+
+
+def _finish(sinks):
+    """The outputs of the sinks of one batch, in order. The VarLenFeatures' SparseValues are
+    built together (see :func:`_sparse_values`): a wide spec pays a few NumPy calls for all
+    of them, not a few per feature."""
+    outputs = [None] * len(sinks)
+    sparse = [i for i, sink in enumerate(sinks)
+              if type(sink) is _RaggedOut and sink.feature.kind == _VAR]
+    for i, value in zip(sparse, _sparse_values([sinks[i] for i in sparse])):
+        outputs[i] = value
+    for i, sink in enumerate(sinks):
+        if outputs[i] is None:
+            outputs[i] = sink.finish()
+    return outputs
+
+
+def _sparse_values(sinks):
+    """The SparseValues of VarLenFeature sinks of one batch. Their indices are made at once,
+    feature after feature, in one ``[values, 2]`` array whose rows of each feature are its
+    ``indices``; likewise the dense shapes."""
+    if not sinks:
+        return []
+    batch = len(sinks[0].counts)
+    counts = np.concatenate([sink.counts for sink in sinks])  # feature after feature
+    by_feature = counts.reshape(len(sinks), batch)
+    totals = by_feature.sum(axis=1)
+    ends = np.cumsum(totals)
+    starts = np.cumsum(counts) - counts  # where each record's values begin, overall
+    indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
+    indices[:, 0] = np.repeat(np.tile(np.arange(batch, dtype=np.int64), len(sinks)), counts)
+    indices[:, 1] = np.arange(len(indices), dtype=np.int64) - np.repeat(starts, counts)
+    shapes = np.empty((len(sinks), 2), dtype=np.int64)
+    shapes[:, 0] = batch
+    shapes[:, 1] = by_feature.max(axis=1) if batch else 0
+    out = []
+    for i, (sink, end, total) in enumerate(zip(sinks, ends.tolist(), totals.tolist())):
+        begin = end - total
+        values = sink._values(starts[i * batch:(i + 1) * batch], begin, total)
+        out.append(SparseValue(indices[begin:end], values, shapes[i]))
+    return out
 
 
 def _unbatch(value):

@@ -75,22 +75,25 @@ def _core_spec(features) -> tuple:
 
 
 def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
-    """The compiled walker: dense numbers are written straight into the sinks' arrays;
-    strings and ragged values come back per feature and go into the sinks in one block."""
+    """The compiled walker: dense values, numbers and strings, are written straight into the
+    sinks' arrays, over the defaults put there first (a record that lacks the feature keeps
+    its default); ragged values come back per feature and go into the sinks in one block."""
     n = len(records)
-    outs = tuple(sink.out if feature.kind == _FIXED and feature.dtype != _dtypes.string
-                 else None for feature, sink in zip(features, sinks))
-    present = np.zeros((len(features), n), dtype=np.uint8)
-    counts = np.zeros((len(features), n), dtype=np.int64)
+    for feature, sink in zip(features, sinks):
+        if feature.kind == _FIXED and feature.default is not None:
+            sink.out[...] = feature.default
+    outs = tuple(sink.out if feature.kind == _FIXED else None
+                 for feature, sink in zip(features, sinks))
+    present = np.empty((len(features), n), dtype=np.uint8)  # (the walk writes every cell)
+    counts = np.empty((len(features), n), dtype=np.int64)  # (read for the records taken)
     handed_back = np.zeros(n, dtype=np.uint8)
     results = _compiled().walk_examples(records, _core_spec(features), outs, present, counts,
                                         handed_back)
     taken = handed_back == 0
     everyone = bool(taken.all())
     rows = np.arange(n) if everyone else np.flatnonzero(taken)
-    for feature, sink, result, held, count in zip(features, sinks, results, present, counts):
+    for feature, sink, result, count in zip(features, sinks, results, counts):
         if feature.kind == _FIXED:
-            _put_dense(feature, sink, result, held.view(bool), taken)
             continue
         if feature.dtype == _dtypes.string:
             values = np.empty(len(result), dtype=object)
@@ -99,23 +102,6 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
             values = np.frombuffer(result, dtype=feature.dtype)
         sink.put_ragged(rows, count if everyone else count[taken], values)
     return [] if everyone else np.flatnonzero(handed_back).tolist()
-
-
-def _put_dense(feature, sink, strings: Optional[list], held: np.ndarray,
-               taken: np.ndarray) -> None:
-    """Completes a FixedLenFeature's rows of the records taken: the strings (numbers are in
-    place already), and the default where a record lacks the feature."""
-    if strings:
-        block = np.empty(len(strings), dtype=object)
-        block[:] = strings
-        if len(strings) == sink.out.size:
-            sink.out.reshape(-1)[:] = block
-        else:
-            sink.out[held] = block.reshape(-1, feature.size)
-    if feature.default is not None:
-        absent = taken & ~held
-        if absent.any():
-            sink.out[absent] = feature.default
 
 
 def pure_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
