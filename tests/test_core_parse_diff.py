@@ -140,6 +140,60 @@ def test_the_walk_sets_present_whatever_the_buffer_held():
     assert (list(back), list(present)) == ([1, 0], [0, 1])
 
 
+_KEYS = ["", "\x00", "k", "k\x00", "key4", "seven_7", "eight__8", "eight__8x", "eight__8y",
+         "sixteen_bytes_16", "sixteen_bytes_16!", "é" * 5]
+
+
+@pytest.mark.parametrize("requested", [_KEYS, _KEYS[::2], _KEYS[1::2]])
+def test_the_key_table_tells_apart_keys_of_every_length_and_shared_prefixes(requested):
+    # the walk finds a key by its first 8 bytes as a word and its length (then the rest):
+    # keys of 0-17 bytes, a key and the same with a NUL after it, keys that share their
+    # first 8 bytes or are prefixes of others, requested or not, each read as its own
+    records = [_example(*[_entry(key.encode(), fz.field(3, fz.field(1, fz.varint(10 * row + i))))
+                          for i, key in enumerate(_KEYS) if (row + i) % 3])
+               for row in range(6)]
+    spec = {key: qp.io.VarLenFeature(qp.int64) for key in requested}
+    features = qp.parsing._example_features(spec)
+    sinks = [qp.parsing._sink(feature, len(records)) for feature in features]
+    assert list(_walkers.core_walk(records, features, sinks)) == []
+    for feature, sink in zip(features, sinks):
+        i = _KEYS.index(feature.key)
+        got = sink.finish()
+        assert got.values.tolist() == [10 * row + i for row in range(6) if (row + i) % 3]
+    _assert_agree_on(spec, records)
+
+
+_LOOKALIKES = {
+    # keys, each with unrequested lookalikes of the same first 8 bytes: NULs after it (the
+    # same word, another length), or as long with another last byte
+    "other lengths": {key: [key + b"\x00" * n for n in range(1, 8)]
+                      for key in (b"a", b"b", b"c", b"d")},
+    "other tails": {b"long_key_000": [b"long_key_%03d" % n for n in range(1, 200)]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_LOOKALIKES))
+def test_the_key_table_tells_apart_keys_from_their_lookalikes(kind):
+    # few keys (a small table, where probes meet): a table that compared the first 8 bytes
+    # only, or not the length, took a lookalike for its key (then found the key "twice" and
+    # left the record to the pure path)
+    keys = _LOOKALIKES[kind]
+    entries = [_entry(lookalike, fz.field(3, fz.field(1, fz.varint(1))))
+               for lookalikes in keys.values() for lookalike in lookalikes]
+    entries += [_entry(key, fz.field(3, fz.field(1, fz.varint(2)))) for key in keys]
+    spec = {key.decode(): qp.io.VarLenFeature(qp.int64) for key in keys}
+    features = qp.parsing._example_features(spec)
+    sinks = [qp.parsing._sink(feature, 1) for feature in features]
+    assert list(_walkers.core_walk([_example(*entries)], features, sinks)) == []
+    assert [sink.finish().values.tolist() for sink in sinks] == [[2]] * len(keys)
+
+
+def _assert_agree_on(spec, records):
+    pure = fz.outcome(_walkers.pure_walk, records, spec)
+    core = fz.outcome(_walkers.core_walk, records, spec)
+    assert fz.same(pure, core), (pure, core)
+
+
 def test_the_walk_puts_dense_strings_into_an_object_array():
     # a record with "s", one without (keeps what the array held), one handed back (the
     # unpacked int64s: keeps it too); the item replaced is released, none other

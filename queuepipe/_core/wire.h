@@ -21,9 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* protobuf's limits: a varint is at most 10 bytes, a tag (a 32-bit number) at most 5. */
+/* protobuf's limit: a varint is at most 10 bytes. (The walk takes every tag in one byte.) */
 #define QP_MAX_VARINT_BYTES 10
-#define QP_MAX_TAG_BYTES 5
 
 typedef enum { QP_INT64 = 0, QP_FLOAT = 1, QP_BYTES = 2 } qp_dtype;
 
