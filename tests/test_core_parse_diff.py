@@ -213,16 +213,50 @@ def test_the_walk_puts_dense_strings_into_an_object_array():
     assert sys.getrefcount(kept) == before - 1
 
 
-@pytest.mark.parametrize("out, problem", [
-    (bytearray(16), "must be an object array"),
-    (np.zeros(2, np.int64), "must be an object array"),
-    (np.empty(1, dtype=object), "must be an object array of at least records x size items"),
+_NOT_OBJECTS = [
+    (bytearray(16), r"^walk_examples: outs\[0\] must be or give a writable object array of "
+                    r"at least 2 items$"),
+    (np.zeros(2, np.int64), "must be or give a writable object array"),
+    (np.empty(1, dtype=object), "of at least 2 items$"),
     (np.empty(4, dtype=object)[::2], "contiguous"),
-])
+]
+
+
+@pytest.mark.parametrize("out, problem", _NOT_OBJECTS)
 def test_the_walk_refuses_a_string_output_that_is_no_object_array_of_the_size(out, problem):
     with pytest.raises((ValueError, BufferError), match=problem):
         _core.core.walk_examples([_HOSTILE["plain"]] * 2, ((b"s", 2, False, 1, False),),
                                  (out,), bytearray(2), bytearray(16), bytearray(2))
+
+
+def test_the_walk_fills_the_object_array_a_ragged_string_feature_asks_for():
+    records = [_example(_entry(b"s", fz.field(1, fz.field(1, b"ab") + fz.field(1, b"")))),
+               _HOSTILE["plain"], _example(_entry(b"s", fz.field(1, fz.field(1, b"c"))))]
+    asked = []
+
+    def make(n):
+        asked.append(n)
+        return np.empty(n, dtype=object)
+
+    counts = np.zeros(3, np.int64)
+    (values,) = _core.core.walk_examples(records, ((b"s", 2, True, 1, False),), (make,),
+                                         bytearray(3), counts, bytearray(3))
+    assert asked == [3] and values.tolist() == [b"ab", b"", b"c"]
+    assert counts.tolist() == [2, 0, 1]
+
+
+@pytest.mark.parametrize("made, problem", _NOT_OBJECTS[:2] + [
+    (np.empty(2, dtype=object), "of at least 3 items$")])
+def test_the_walk_refuses_what_a_ragged_string_feature_asks_for_when_it_is_no_array(made,
+                                                                                      problem):
+    records = [_example(_entry(b"s", fz.field(1, fz.field(1, b"ab") * 3)))]
+    with pytest.raises(ValueError, match=problem.replace("at least 2", "at least 3")):
+        _core.core.walk_examples(records, ((b"s", 2, True, 1, False),), (lambda n: made,),
+                                 bytearray(1), bytearray(8), bytearray(1))
+    with pytest.raises(ValueError, match=r"^walk_examples: outs\[0\] must be None or a "
+                                         r"callable$"):
+        _core.core.walk_examples(records, ((b"s", 2, True, 1, False),), (made,),
+                                 bytearray(1), bytearray(8), bytearray(1))
 
 
 _LISTS = fz.field(1, fz.field(1, b"v") + fz.field(2, fz.field(1, _INT64_LIST) * 2))

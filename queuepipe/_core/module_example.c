@@ -67,12 +67,28 @@ writable_objects(PyObject *obj, Py_buffer *view, size_t n_items, Py_ssize_t inde
         || view->itemsize != (Py_ssize_t)sizeof(PyObject *)
         || __builtin_mul_overflow(n_items, sizeof(PyObject *), &n_bytes)
         || (size_t)view->len < n_bytes) {
-        PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be an object array of "
-                     "at least records x size items", index);
+        PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be or give a writable "
+                     "object array of at least %zu items", index, n_items);
         PyBuffer_Release(view);
         view->obj = NULL;
         return -1;
     }
+    return 0;
+}
+
+/* Replaces *slot (an item of an object array) with a bytes object of the i-th span in f's
+ * scratch. */
+static int
+put_span(const qp_feature *f, size_t i, PyObject **slot)
+{
+    qp_span span;
+    memcpy(&span, f->values.data + i * sizeof span, sizeof span);
+    PyObject *value = PyBytes_FromStringAndSize((const char *)span.data, (Py_ssize_t)span.len);
+    if (value == NULL)
+        return -1;
+    PyObject *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
     return 0;
 }
 
@@ -92,18 +108,34 @@ fill_objects(const qp_feature *f, PyObject **slots, size_t n_records)
                                 "strings than its records hold");
                 return -1;
             }
-            qp_span span;
-            memcpy(&span, f->values.data + next * sizeof span, sizeof span);
-            PyObject *value = PyBytes_FromStringAndSize((const char *)span.data,
-                                                        (Py_ssize_t)span.len);
-            if (value == NULL)
+            if (put_span(f, next, &slots[row * (size_t)f->size + k]) < 0)
                 return -1;
-            PyObject *old = slots[row * (size_t)f->size + k];
-            slots[row * (size_t)f->size + k] = value;
-            Py_XDECREF(old);
         }
     }
     return 0;
+}
+
+/* The string values of a ragged bytes feature in a new object array: make(number of
+ * values) must return one of at least that many items, filled here in order. */
+static PyObject *
+span_array(const qp_feature *f, PyObject *make, Py_ssize_t index)
+{
+    size_t n = f->values.len / sizeof(qp_span);
+    PyObject *array = PyObject_CallFunction(make, "n", (Py_ssize_t)n);
+    if (array == NULL)
+        return NULL;
+    Py_buffer view;
+    if (writable_objects(array, &view, n, index) < 0) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < n && !failed; i++)
+        failed = put_span(f, i, &((PyObject **)view.buf)[i]) < 0;
+    PyBuffer_Release(&view);
+    if (failed)
+        Py_CLEAR(array);
+    return array;
 }
 
 /* A list of bytes, one per span in f's scratch. */
@@ -163,11 +195,13 @@ PyDoc_STRVAR(walk_examples_doc,
 "feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
 "feature a writable [n, size] int64/float32 buffer for a dense number feature; for a dense\n"
 "bytes feature None, or a writable [n, size] object array whose items of the records that\n"
-"hold the feature become its values (the others keep theirs); else None.\n"
+"hold the feature become its values (the others keep theirs); for a ragged bytes feature\n"
+"None, or a callable that takes the number of values and returns a writable object array\n"
+"of at least that many items, which gets them; else None.\n"
 "present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
 "handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
-"Returns per feature None (values in outs), a bytearray of ragged numbers, or a list of\n"
-"bytes values.");
+"Returns per feature None (values in outs), a bytearray of ragged numbers, the object\n"
+"array of a callable in outs, or a list of bytes values.");
 
 static PyObject *
 walk_examples(PyObject *module, PyObject *args)
@@ -242,8 +276,12 @@ walk_examples(PyObject *module, PyObject *args)
         if (out == Py_None)
             continue;
         if (f->kind != QP_DENSE) {
-            PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be None", i);
-            goto done;
+            if (f->dtype != QP_BYTES || !PyCallable_Check(out)) {
+                PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be None%s", i,
+                             f->dtype == QP_BYTES ? " or a callable" : "");
+                goto done;
+            }
+            continue;  /* called after the walk, with the GIL */
         }
         if (f->dtype == QP_BYTES) {
             size_t n_items;
@@ -280,10 +318,12 @@ walk_examples(PyObject *module, PyObject *args)
     if (result == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n_features; i++) {
-        PyObject *item;
+        PyObject *item, *out = PyTuple_GET_ITEM(outs, i);
         if (features[i].dtype == QP_BYTES && views[i].obj != NULL)
             item = fill_objects(&features[i], views[i].buf, (size_t)n_records) < 0
                 ? NULL : Py_NewRef(Py_None);
+        else if (features[i].kind == QP_RAGGED && out != Py_None)
+            item = span_array(&features[i], out, i);
         else
             item = feature_result(&features[i]);
         if (item == NULL) {

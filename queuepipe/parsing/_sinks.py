@@ -47,7 +47,12 @@ class _RaggedOut:
             self.blocks.append((rows, block))
 
     def put_ragged(self, rows, counts, values):
-        self.counts[rows] = counts
+        """Puts the values of the records ``rows`` (distinct, ascending), ``counts[i]`` of
+        row ``rows[i]``'s one after the other in ``values``."""
+        if len(rows) == len(self.counts):  # every row, in order
+            self.counts[:] = counts
+        else:
+            self.counts[rows] = counts
         if len(values):
             self.raggeds.append((rows, counts, values))
 
@@ -118,8 +123,9 @@ def _sparse_values(sinks):
     ends = np.cumsum(totals)
     starts = np.cumsum(counts) - counts  # where each record's values begin, overall
     indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
-    indices[:, 0] = np.repeat(np.tile(np.arange(batch, dtype=np.int64), len(sinks)), counts)
-    indices[:, 1] = np.arange(len(indices), dtype=np.int64) - np.repeat(starts, counts)
+    record = np.repeat(np.arange(len(counts)), counts)  # of each value, across the features
+    indices[:, 0] = np.take(np.tile(np.arange(batch, dtype=np.int64), len(sinks)), record)
+    indices[:, 1] = np.arange(len(indices), dtype=np.int64) - np.take(starts, record)
     shapes = np.empty((len(sinks), 2), dtype=np.int64)
     shapes[:, 0] = batch
     shapes[:, 1] = by_feature.max(axis=1) if batch else 0

@@ -25,6 +25,7 @@ to the general path (protobuf), :func:`core_sequence` takes the plain ones.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -74,15 +75,21 @@ def _core_spec(features) -> tuple:
     return spec
 
 
+# How walk_examples makes a ragged string feature's values: an object array of n items.
+_object_array = functools.partial(np.empty, dtype=object)
+
+
 def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
     """The compiled walker: dense values, numbers and strings, are written straight into the
     sinks' arrays, over the defaults put there first (a record that lacks the feature keeps
-    its default); ragged values come back per feature and go into the sinks in one block."""
+    its default); ragged values come back per feature, strings in an object array the walk
+    fills, and go into the sinks in one block."""
     n = len(records)
     for feature, sink in zip(features, sinks):
         if feature.kind == _FIXED and feature.default is not None:
             sink.out[...] = feature.default
-    outs = tuple(sink.out if feature.kind == _FIXED else None
+    outs = tuple(sink.out if feature.kind == _FIXED
+                 else _object_array if feature.dtype == _dtypes.string else None
                  for feature, sink in zip(features, sinks))
     present = np.empty((len(features), n), dtype=np.uint8)  # (the walk writes every cell)
     counts = np.empty((len(features), n), dtype=np.int64)  # (read for the records taken)
@@ -95,11 +102,10 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
     for feature, sink, result, count in zip(features, sinks, results, counts):
         if feature.kind == _FIXED:
             continue
-        if feature.dtype == _dtypes.string:
-            values = np.empty(len(result), dtype=object)
-            values[:] = result
-        else:  # a bytearray: the array owns writable memory, as the pure path's do
-            values = np.frombuffer(result, dtype=feature.dtype)
+        # strings: the object array made by _object_array; numbers: a bytearray (the array
+        # owns writable memory, as the pure path's do)
+        values = result if feature.dtype == _dtypes.string else \
+            np.frombuffer(result, dtype=feature.dtype)
         sink.put_ragged(rows, count if everyone else count[taken], values)
     return [] if everyone else np.flatnonzero(handed_back).tolist()
 
