@@ -459,10 +459,11 @@ walk_entries(const key_table *table, qp_feature *features, size_t row,
 }
 
 /* Walks record `row`; the features it does not hold (absent, or a Feature with no list) get
- * no values (RAGGED) or are left to the caller's default (DENSE, not required). */
+ * no values (RAGGED: their count stays 0) or are left to the caller's default (DENSE); a
+ * required one (the features `required`) absent hands the record back. */
 static step
-walk_record(const key_table *table, qp_feature *features, size_t n_features, size_t row,
-            qp_span record, int32_t *touched, size_t *n_touched)
+walk_record(const key_table *table, qp_feature *features, const int32_t *required,
+            size_t n_required, size_t row, qp_span record, int32_t *touched, size_t *n_touched)
 {
     const uint8_t *p = record.data, *end = record.data + record.len;
     int seen_features = 0;
@@ -476,14 +477,9 @@ walk_record(const key_table *table, qp_feature *features, size_t n_features, siz
         if (taken != STEP_TAKE)
             return taken;
     }
-    for (size_t i = 0; i < n_features; i++) {
-        qp_feature *f = &features[i];
-        if (f->present[row])
-            continue;
-        if (f->kind == QP_DENSE && f->required)
+    for (size_t i = 0; i < n_required; i++) {
+        if (!features[required[i]].present[row])
             return STEP_HAND_BACK;
-        if (f->kind == QP_RAGGED)
-            f->counts[row] = 0;
     }
     return STEP_TAKE;
 }
@@ -517,27 +513,48 @@ qp_walk_status
 qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
                  size_t n_features, uint8_t *handed_back)
 {
+    size_t count_bytes;
+    if (__builtin_mul_overflow(n_records, sizeof(int64_t), &count_bytes))
+        return QP_WALK_BAD_ARGUMENT;
     for (size_t i = 0; i < n_features; i++) {
         if (!outputs_fit(&features[i], n_records))
             return QP_WALK_BAD_ARGUMENT;
         features[i].seen_in = 0;
-        /* walk_record reads present[row] back: it holds only what this walk wrote. */
-        if (n_records > 0)
+        /* walk_record reads present[row] back: it holds only what this walk wrote; a count
+         * stays 0 where no record sets it. */
+        if (n_records > 0) {
             memset(features[i].present, 0, n_records);
+            if (features[i].kind == QP_RAGGED)
+                memset(features[i].counts, 0, count_bytes);
+        }
     }
     key_table table;
     if (!table_build(&table, features, n_features))
         return QP_WALK_NO_MEMORY;
-    int32_t *touched = malloc((n_features ? n_features : 1) * sizeof(int32_t));
+    /* touched: the features a record took (to undo); required: those it must hold. */
+    size_t n_bytes;
+    int32_t *touched = NULL;
+    if (!__builtin_mul_overflow(n_features ? n_features : 1, 2 * sizeof(int32_t), &n_bytes))
+        touched = malloc(n_bytes);
     if (touched == NULL) {
         free(table.slots);
         return QP_WALK_NO_MEMORY;
     }
+    int32_t *required = touched + n_features;
+    size_t n_required = 0;
+    for (size_t i = 0; i < n_features; i++) {
+        if (features[i].kind == QP_DENSE && features[i].required)
+            required[n_required++] = (int32_t)i;
+    }
     qp_walk_status status = QP_WALK_OK;
     for (size_t row = 0; row < n_records; row++) {
         size_t n_touched = 0;
-        step taken = walk_record(&table, features, n_features, row, records[row], touched,
-                                 &n_touched);
+        /* The records are separate buffers: the next one's start is fetched into the cache
+         * while this one is walked (within a record the hardware fetches ahead itself). */
+        if (row + 1 < n_records)
+            __builtin_prefetch(records[row + 1].data);
+        step taken = walk_record(&table, features, required, n_required, row, records[row],
+                                 touched, &n_touched);
         if (taken == STEP_NO_MEMORY) {
             status = QP_WALK_NO_MEMORY;
             break;

@@ -61,7 +61,7 @@ typedef struct {
     uint8_t *dense;    /* DENSE int64/float: n_records * size values, row i at i * size */
     size_t dense_len_bytes;
     uint8_t *present;  /* 1 where an accepted record held the feature, else 0 (all written) */
-    int64_t *counts;   /* RAGGED: the number of values of each accepted record */
+    int64_t *counts;   /* RAGGED: the number of values of each accepted record, else 0 */
     /* Outputs owned by the walk: RAGGED int64/float values of the accepted records, in record
      * order; for QP_BYTES, a qp_span per value (DENSE or RAGGED) of the accepted records. */
     qp_scratch values;
