@@ -3,8 +3,11 @@ records' values) in, and ``finish`` gives the feature's output array or SparseVa
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
+from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
 from queuepipe.sparse import SparseValue, segments
 
@@ -62,12 +65,12 @@ class _RaggedOut:
     def _sparse(self):
         return _sparse_values([self])[0]
 
-    def _values(self, starts, begin, total):
-        """The values of every record one after the other (``total`` of them, record ``i``'s
-        from ``starts[i] - begin``)."""
+    def _values(self, counts, total):
+        """The values of every record one after the other: ``total`` of them, ``counts[i]``
+        of record ``i``'s."""
         if len(self.raggeds) == 1 and len(self.raggeds[0][2]) == total:
             return self.raggeds[0][2]  # every value came in one group, in record order
-        starts = starts - begin
+        starts = np.cumsum(counts) - counts
         values = np.empty(total, dtype=self.feature.dtype)
         for index, row in self.singles:
             values[starts[index]:starts[index] + len(row)] = row
@@ -113,7 +116,7 @@ def _finish(sinks):
 def _sparse_values(sinks):
     """The SparseValues of VarLenFeature sinks of one batch. Their indices are made at once,
     feature after feature, in one ``[values, 2]`` array whose rows of each feature are its
-    ``indices``; likewise the dense shapes."""
+    ``indices`` (:data:`sparse_indices`); likewise the dense shapes."""
     if not sinks:
         return []
     batch = len(sinks[0].counts)
@@ -121,20 +124,33 @@ def _sparse_values(sinks):
     by_feature = counts.reshape(len(sinks), batch)
     totals = by_feature.sum(axis=1)
     ends = np.cumsum(totals)
-    starts = np.cumsum(counts) - counts  # where each record's values begin, overall
     indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
-    record = np.repeat(np.arange(len(counts)), counts)  # of each value, across the features
-    indices[:, 0] = np.take(np.tile(np.arange(batch, dtype=np.int64), len(sinks)), record)
-    indices[:, 1] = np.arange(len(indices), dtype=np.int64) - np.take(starts, record)
+    sparse_indices(counts, batch, indices)
     shapes = np.empty((len(sinks), 2), dtype=np.int64)
     shapes[:, 0] = batch
     shapes[:, 1] = by_feature.max(axis=1) if batch else 0
     out = []
-    for i, (sink, end, total) in enumerate(zip(sinks, ends.tolist(), totals.tolist())):
+    for sink, row_counts, end, total in zip(sinks, by_feature, ends.tolist(), totals.tolist()):
         begin = end - total
-        values = sink._values(starts[i * batch:(i + 1) * batch], begin, total)
-        out.append(SparseValue(indices[begin:end], values, shapes[i]))
+        out.append(SparseValue(indices[begin:end], sink._values(row_counts, total),
+                               shapes[len(out)]))
     return out
+
+
+def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
+    """Fills ``out`` (int64 ``[counts.sum(), 2]``) with the SparseValue indices of the int64
+    ``counts``, ``batch`` per feature, feature after feature: ``(row, j)`` for each value
+    ``j`` of each row. (The core's ``sparse_indices`` does the same in one pass.)"""
+    starts = np.cumsum(counts) - counts
+    segment = np.repeat(np.arange(len(counts)), counts)  # of each value, across features
+    out[:, 0] = np.take(np.tile(np.arange(batch, dtype=np.int64), len(counts) // batch
+                                if batch else 0), segment)
+    out[:, 1] = np.arange(len(out), dtype=np.int64) - np.take(starts, segment)
+
+
+sparse_indices: Callable[[np.ndarray, int, np.ndarray], None] = (
+    _core.core.sparse_indices if _core.core is not None
+    and hasattr(_core.core, "sparse_indices") else pure_sparse_indices)
 
 
 def _unbatch(value):
