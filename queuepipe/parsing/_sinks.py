@@ -142,10 +142,9 @@ def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None
     ``counts``, ``batch`` per feature, feature after feature: ``(row, j)`` for each value
     ``j`` of each row. (The core's ``sparse_indices`` does the same in one pass.)"""
     starts = np.cumsum(counts) - counts
-    segment = np.repeat(np.arange(len(counts)), counts)  # of each value, across features
-    out[:, 0] = np.take(np.tile(np.arange(batch, dtype=np.int64), len(counts) // batch
-                                if batch else 0), segment)
-    out[:, 1] = np.arange(len(out), dtype=np.int64) - np.take(starts, segment)
+    rows = np.tile(np.arange(batch, dtype=np.int64), len(counts) // batch if batch else 0)
+    out[:, 0] = np.repeat(rows, counts)
+    out[:, 1] = np.arange(len(out), dtype=np.int64) - np.repeat(starts, counts)
 
 
 sparse_indices: Callable[[np.ndarray, int, np.ndarray], None] = (
