@@ -9,6 +9,7 @@ the same check over as many inputs as asked.
 import importlib.util
 import os
 import random
+import sys
 import threading
 
 import numpy as np
@@ -156,6 +157,161 @@ def test_the_walk_in_a_buffer_takes_starts_and_lengths_of_one_count():
         _core.core.walk_examples_in(b"", np.zeros(2, np.int64), np.zeros(1, np.int64),
                                     _RAGGED_V, (None,), bytearray(2), bytearray(16),
                                     bytearray(2))
+
+
+_KEYS = ["", "\x00", "k", "k\x00", "key4", "seven_7", "eight__8", "eight__8x", "eight__8y",
+         "sixteen_bytes_16", "sixteen_bytes_16!", "é" * 5]
+
+
+@pytest.mark.parametrize("requested", [_KEYS, _KEYS[::2], _KEYS[1::2]])
+def test_the_key_table_tells_apart_keys_of_every_length_and_shared_prefixes(requested):
+    # the walk finds a key by its first 8 bytes as a word and its length (then the rest):
+    # keys of 0-17 bytes, a key and the same with a NUL after it, keys that share their
+    # first 8 bytes or are prefixes of others, requested or not, each read as its own
+    records = [_example(*[_entry(key.encode(), fz.field(3, fz.field(1, fz.varint(10 * row + i))))
+                          for i, key in enumerate(_KEYS) if (row + i) % 3])
+               for row in range(6)]
+    spec = {key: qp.io.VarLenFeature(qp.int64) for key in requested}
+    features = qp.parsing._example_features(spec)
+    sinks = [qp.parsing._sink(feature, len(records)) for feature in features]
+    assert list(_walkers.core_walk(records, features, sinks)) == []
+    for feature, sink in zip(features, sinks):
+        i = _KEYS.index(feature.key)
+        got = sink.finish()
+        assert got.values.tolist() == [10 * row + i for row in range(6) if (row + i) % 3]
+    _assert_agree_on(spec, records)
+
+
+_LOOKALIKES = {
+    # keys, each with unrequested lookalikes of the same first 8 bytes: NULs after it (the
+    # same word, another length), or as long with another last byte
+    "other lengths": {key: [key + b"\x00" * n for n in range(1, 8)]
+                      for key in (b"a", b"b", b"c", b"d")},
+    "other tails": {b"long_key_000": [b"long_key_%03d" % n for n in range(1, 200)]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_LOOKALIKES))
+def test_the_key_table_tells_apart_keys_from_their_lookalikes(kind):
+    # few keys (a small table, where probes meet): a table that compared the first 8 bytes
+    # only, or not the length, took a lookalike for its key (then found the key "twice" and
+    # left the record to the pure path)
+    keys = _LOOKALIKES[kind]
+    entries = [_entry(lookalike, fz.field(3, fz.field(1, fz.varint(1))))
+               for lookalikes in keys.values() for lookalike in lookalikes]
+    entries += [_entry(key, fz.field(3, fz.field(1, fz.varint(2)))) for key in keys]
+    spec = {key.decode(): qp.io.VarLenFeature(qp.int64) for key in keys}
+    features = qp.parsing._example_features(spec)
+    sinks = [qp.parsing._sink(feature, 1) for feature in features]
+    assert list(_walkers.core_walk([_example(*entries)], features, sinks)) == []
+    assert [sink.finish().values.tolist() for sink in sinks] == [[2]] * len(keys)
+
+
+def _assert_agree_on(spec, records):
+    pure = fz.outcome(_walkers.pure_walk, records, spec)
+    core = fz.outcome(_walkers.core_walk, records, spec)
+    assert fz.same(pure, core), (pure, core)
+
+
+def test_the_walk_puts_dense_strings_into_an_object_array():
+    # a record with "s", one without (keeps what the array held), one handed back (the
+    # unpacked int64s: keeps it too); the item replaced is released, none other
+    spec = ((b"s", 2, False, 1, False), (b"i", 0, False, 1, False))
+    with_s = _example(_entry(b"s", fz.field(1, fz.field(1, b"abc"))), _entry(b"i", _INT64_LIST))
+    handed = _example(_entry(b"s", fz.field(1, fz.field(1, b"xyz"))),
+                      _entry(b"i", fz.field(3, b"\x08\x05")))
+    kept = bytes(bytearray(b"default"))  # an object of its own, to count its references
+    out = np.array([kept, kept, kept], dtype=object)
+    before = sys.getrefcount(kept)
+    present, back = bytearray(6), bytearray(3)
+    results = _core.core.walk_examples([with_s, _HOSTILE["plain"], handed], spec,
+                                       (out, np.zeros(3, np.int64)), present, bytearray(48),
+                                       back)
+    assert results == (None, None)
+    assert out.tolist() == [b"abc", b"default", b"default"] and list(back) == [0, 0, 1]
+    assert sys.getrefcount(kept) == before - 1
+
+
+_NOT_OBJECTS = [
+    (bytearray(16), r"^walk_examples: outs\[0\] must be or give a writable object array of "
+                    r"at least 2 items$"),
+    (np.zeros(2, np.int64), "must be or give a writable object array"),
+    (np.empty(1, dtype=object), "of at least 2 items$"),
+    (np.empty(4, dtype=object)[::2], "contiguous"),
+]
+
+
+@pytest.mark.parametrize("out, problem", _NOT_OBJECTS)
+def test_the_walk_refuses_a_string_output_that_is_no_object_array_of_the_size(out, problem):
+    with pytest.raises((ValueError, BufferError), match=problem):
+        _core.core.walk_examples([_HOSTILE["plain"]] * 2, ((b"s", 2, False, 1, False),),
+                                 (out,), bytearray(2), bytearray(16), bytearray(2))
+
+
+def test_the_walk_fills_the_object_array_a_ragged_string_feature_asks_for():
+    records = [_example(_entry(b"s", fz.field(1, fz.field(1, b"ab") + fz.field(1, b"")))),
+               _HOSTILE["plain"], _example(_entry(b"s", fz.field(1, fz.field(1, b"c"))))]
+    asked = []
+
+    def make(n):
+        asked.append(n)
+        return np.empty(n, dtype=object)
+
+    counts = np.zeros(3, np.int64)
+    (values,) = _core.core.walk_examples(records, ((b"s", 2, True, 1, False),), (make,),
+                                         bytearray(3), counts, bytearray(3))
+    assert asked == [3] and values.tolist() == [b"ab", b"", b"c"]
+    assert counts.tolist() == [2, 0, 1]
+
+
+@pytest.mark.parametrize("made, problem", _NOT_OBJECTS[:2] + [
+    (np.empty(2, dtype=object), "of at least 3 items$")])
+def test_the_walk_refuses_what_a_ragged_string_feature_asks_for_when_it_is_no_array(made,
+                                                                                      problem):
+    records = [_example(_entry(b"s", fz.field(1, fz.field(1, b"ab") * 3)))]
+    with pytest.raises(ValueError, match=problem.replace("at least 2", "at least 3")):
+        _core.core.walk_examples(records, ((b"s", 2, True, 1, False),), (lambda n: made,),
+                                 bytearray(1), bytearray(8), bytearray(1))
+    with pytest.raises(ValueError, match=r"^walk_examples: outs\[0\] must be None or a "
+                                         r"callable$"):
+        _core.core.walk_examples(records, ((b"s", 2, True, 1, False),), (made,),
+                                 bytearray(1), bytearray(8), bytearray(1))
+
+
+@settings(max_examples=100)
+@given(st.integers(0, 5), st.integers(0, 40), st.integers(0, 2**32 - 1))
+def test_both_sparse_index_builders_agree(n_features, batch, seed):
+    # the VarLenFeatures' indices of a batch, (row, j) for each value j of each row, from
+    # the counts feature after feature: the core's one pass and the pure path's NumPy calls
+    counts = np.random.default_rng(seed).integers(0, 4, n_features * batch).astype(np.int64)
+    pure = np.empty((int(counts.sum()), 2), np.int64)
+    core = np.full_like(pure, -1)
+    qp.parsing._sinks.pure_sparse_indices(counts, batch, pure)
+    _core.core.sparse_indices(counts, batch, core)
+    assert core.tolist() == pure.tolist() == [
+        [row % batch, j] for row, count in enumerate(counts.tolist()) for j in range(count)]
+
+
+@pytest.mark.parametrize("counts, n_rows, out, problem", [
+    ([1, 2], 2, 2, r"^sparse_indices: the counts \(each >= 0\) do not add up to out's rows"),
+    ([1, 2], 2, 4, "do not add up"),
+    ([3, -1], 2, 2, "do not add up"),
+    ([1], 0, 1, "or n_rows is 0$"),
+    ([1], -1, 1, r"^sparse_indices: n_rows is -1, negative$"),
+])
+def test_the_core_refuses_counts_that_do_not_fit_the_indices(counts, n_rows, out, problem):
+    with pytest.raises(ValueError, match=problem):
+        _core.core.sparse_indices(np.array(counts, np.int64), n_rows,
+                                  np.empty((out, 2), np.int64))
+
+
+def test_the_core_refuses_index_buffers_not_of_int64():
+    with pytest.raises(ValueError, match=r"^sparse_indices: counts and out must be int64 "):
+        _core.core.sparse_indices(np.array([1], np.int32), 1, np.empty((1, 2), np.int64))
+    with pytest.raises(ValueError, match=r"^sparse_indices: counts and out must be int64 "):
+        _core.core.sparse_indices(np.array([1], np.int64), 1, np.empty(3, np.int64))
+    with pytest.raises(BufferError):  # read-only
+        _core.core.sparse_indices(np.array([1], np.int64), 1, bytes(16))
 
 
 _LISTS = fz.field(1, fz.field(1, b"v") + fz.field(2, fz.field(1, _INT64_LIST) * 2))

@@ -914,6 +914,35 @@ def test_the_ragged_walk_reads_each_requested_key_once_however_many_keys(monkeyp
             assert got == (list(held[key].int64_list.value) if key in held else [])
 
 
+@pytest.mark.parametrize("walker", WALKERS)
+def test_the_varlen_features_of_a_wide_batch_each_get_their_own_indices(walker):
+    # the SparseValues of a batch's VarLenFeatures are built together (one indices array cut
+    # into the features' rows): each must still say exactly where its own values sit
+    rng = np.random.default_rng(11)
+    kinds = [(qp.int64, "int64_list"), (qp.float32, "float_list"), (qp.string, "bytes_list")]
+    keys = [f"f{i}" for i in range(12)]
+    records = []
+    for r in range(40):
+        held = {}
+        for i, key in enumerate(keys):
+            if rng.random() < 0.7:
+                values = [r * 10 + i + j for j in range(int(rng.integers(0, 1 + i % 4)))]
+                held[key] = [str(v).encode() for v in values] if i % 3 == 2 else \
+                    [float(v) for v in values] if i % 3 == 1 else values
+        records.append(make_example(held).SerializeToString())
+    spec = {key: qp.VarLenFeature(kinds[i % 3][0]) for i, key in enumerate(keys)}
+    out = parsing._parse_batch(records, parsing._example_features(spec), None, walker=walker)
+    for i, key in enumerate(keys):
+        lists = [getattr(Example.FromString(record).features.feature[key], kinds[i % 3][1])
+                 .value for record in records]
+        value = out[key]
+        assert value.indices.tolist() == [[r, j] for r, held in enumerate(lists)
+                                          for j in range(len(held))], key
+        assert value.values.tolist() == [v for held in lists for v in held], key
+        assert value.dense_shape.tolist() == [len(records), max(map(len, lists))], key
+        assert value.indices.dtype == value.dense_shape.dtype == np.int64
+
+
 def _cpu_secs(fn, repeat=3):
     """The least CPU time of ``repeat`` calls of ``fn`` (the machine may be busy)."""
     best = float("inf")

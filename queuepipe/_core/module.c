@@ -10,7 +10,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 5
+#define QP_ABI_VERSION 6
 
 /* Buffers shorter than this are checksummed with the GIL held: releasing and taking it back
  * costs more than the CRC of a few kilobytes. */

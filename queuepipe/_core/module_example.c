@@ -55,6 +55,98 @@ writable(PyObject *obj, Py_buffer *view, size_t min_bytes, const char *what)
     return 0;
 }
 
+/* Takes a writable C-contiguous array of at least n_items Python objects (a NumPy object
+ * array: buffer format "O") from obj into view. */
+static int
+writable_objects(PyObject *obj, Py_buffer *view, size_t n_items, Py_ssize_t index)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    size_t n_bytes;
+    if (view->format == NULL || strcmp(view->format, "O") != 0
+        || view->itemsize != (Py_ssize_t)sizeof(PyObject *)
+        || __builtin_mul_overflow(n_items, sizeof(PyObject *), &n_bytes)
+        || (size_t)view->len < n_bytes) {
+        PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be or give a writable "
+                     "object array of at least %zu items", index, n_items);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* How many spans ahead of the one made into bytes the next one's bytes are fetched into the
+ * cache: a string's bytes lie in its record, which the walk of the whole chunk has long left
+ * (a cache miss per string, most of the cost of making it, when not fetched ahead). */
+#define SPAN_PREFETCH 8
+
+/* Replaces *slot (an item of an object array) with a bytes object of the i-th span in f's
+ * scratch, and fetches the bytes of span i + SPAN_PREFETCH into the cache. */
+static int
+put_span(const qp_feature *f, size_t i, PyObject **slot)
+{
+    qp_span span;
+    if ((i + SPAN_PREFETCH) * sizeof span < f->values.len) {
+        memcpy(&span, f->values.data + (i + SPAN_PREFETCH) * sizeof span, sizeof span);
+        __builtin_prefetch(span.data);
+    }
+    memcpy(&span, f->values.data + i * sizeof span, sizeof span);
+    PyObject *value = PyBytes_FromStringAndSize((const char *)span.data, (Py_ssize_t)span.len);
+    if (value == NULL)
+        return -1;
+    PyObject *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* Puts the string values of a dense bytes feature into its object array `slots` of
+ * n_records rows of f->size items: a bytes object per value, row after row of the records
+ * that hold the feature (the other rows keep what they held). The GIL is held. */
+static int
+fill_objects(const qp_feature *f, PyObject **slots, size_t n_records)
+{
+    size_t n_spans = f->values.len / sizeof(qp_span), next = 0;
+    for (size_t row = 0; row < n_records; row++) {
+        if (!f->present[row])
+            continue;
+        for (size_t k = 0; k < (size_t)f->size; k++, next++) {
+            if (next >= n_spans) {
+                PyErr_SetString(PyExc_SystemError, "walk_examples: the walk gave fewer "
+                                "strings than its records hold");
+                return -1;
+            }
+            if (put_span(f, next, &slots[row * (size_t)f->size + k]) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* The string values of a ragged bytes feature in a new object array: make(number of
+ * values) must return one of at least that many items, filled here in order. */
+static PyObject *
+span_array(const qp_feature *f, PyObject *make, Py_ssize_t index)
+{
+    size_t n = f->values.len / sizeof(qp_span);
+    PyObject *array = PyObject_CallFunction(make, "n", (Py_ssize_t)n);
+    if (array == NULL)
+        return NULL;
+    Py_buffer view;
+    if (writable_objects(array, &view, n, index) < 0) {
+        Py_DECREF(array);
+        return NULL;
+    }
+    int failed = 0;
+    for (size_t i = 0; i < n && !failed; i++)
+        failed = put_span(f, i, &((PyObject **)view.buf)[i]) < 0;
+    PyBuffer_Release(&view);
+    if (failed)
+        Py_CLEAR(array);
+    return array;
+}
+
 /* A list of bytes, one per span in f's scratch. */
 static PyObject *
 span_list(const qp_feature *f)
@@ -159,9 +251,24 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
         PyObject *out = PyTuple_GET_ITEM(outs, i);
         if (out == Py_None)
             continue;
-        if (f->kind != QP_DENSE || f->dtype == QP_BYTES) {
-            PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be None", i);
-            goto done;
+        if (f->kind != QP_DENSE) {
+            if (f->dtype != QP_BYTES || !PyCallable_Check(out)) {
+                PyErr_Format(PyExc_ValueError, "walk_examples: outs[%zd] must be None%s", i,
+                             f->dtype == QP_BYTES ? " or a callable" : "");
+                goto done;
+            }
+            continue;  /* called after the walk, with the GIL */
+        }
+        if (f->dtype == QP_BYTES) {
+            size_t n_items;
+            if (__builtin_mul_overflow((size_t)n_records, (size_t)f->size, &n_items)) {
+                PyErr_Format(PyExc_OverflowError, "walk_examples: outs[%zd] would need more "
+                             "items than memory holds", i);
+                goto done;
+            }
+            if (writable_objects(out, &views[i], n_items, i) < 0)
+                goto done;
+            continue;  /* filled after the walk, with the GIL */
         }
         if (writable(out, &views[i], 0, "an output") < 0)
             goto done;
@@ -187,7 +294,14 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
     if (result == NULL)
         goto done;
     for (Py_ssize_t i = 0; i < n_features; i++) {
-        PyObject *item = feature_result(&features[i]);
+        PyObject *item, *out = PyTuple_GET_ITEM(outs, i);
+        if (features[i].dtype == QP_BYTES && views[i].obj != NULL)
+            item = fill_objects(&features[i], views[i].buf, (size_t)n_records) < 0
+                ? NULL : Py_NewRef(Py_None);
+        else if (features[i].kind == QP_RAGGED && out != Py_None)
+            item = span_array(&features[i], out, i);
+        else
+            item = feature_result(&features[i]);
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -220,10 +334,15 @@ PyDoc_STRVAR(walk_examples_doc,
 "walk_examples(records, spec, outs, present, counts, handed_back) -> tuple\n\n"
 "Walks serialized Examples (a list or tuple of bytes) with the GIL released. spec: per\n"
 "feature (key bytes, dtype 0 int64 / 1 float / 2 bytes, ragged, size, required). outs: per\n"
-"feature a writable [n, size] int64/float32 buffer for a dense number feature, else None.\n"
+"feature a writable [n, size] int64/float32 buffer for a dense number feature; for a dense\n"
+"bytes feature None, or a writable [n, size] object array whose items of the records that\n"
+"hold the feature become its values (the others keep theirs); for a ragged bytes feature\n"
+"None, or a callable that takes the number of values and returns a writable object array\n"
+"of at least that many items, which gets them; else None.\n"
 "present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
 "handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
-"Returns per feature None, a bytearray of ragged numbers, or a list of bytes values.");
+"Returns per feature None (values in outs), a bytearray of ragged numbers, the object\n"
+"array of a callable in outs, or a list of bytes values.");
 
 static PyObject *
 walk_examples(PyObject *module, PyObject *args)
@@ -314,6 +433,56 @@ done:
     PyBuffer_Release(&buffer);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&lengths);
+    return result;
+}
+
+PyDoc_STRVAR(sparse_indices_doc,
+"sparse_indices(counts, n_rows, out) -> None\n\n"
+"The indices of VarLenFeatures' SparseValues from their counts: counts, an int64 buffer\n"
+"of n_rows counts per feature, feature after feature; out, a writable int64 buffer of\n"
+"[sum of counts, 2], which gets (row, j) for each value j of each row's count.");
+
+static PyObject *
+sparse_indices(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *counts_arg, *out_arg;
+    Py_ssize_t n_rows;
+    if (!PyArg_ParseTuple(args, "OnO:sparse_indices", &counts_arg, &n_rows, &out_arg))
+        return NULL;
+    Py_buffer counts = {0}, out = {0};
+    PyObject *result = NULL;
+    if (n_rows < 0) {
+        PyErr_Format(PyExc_ValueError, "sparse_indices: n_rows is %zd, negative", n_rows);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(counts_arg, &counts, PyBUF_C_CONTIGUOUS) < 0
+        || writable(out_arg, &out, 0, "out") < 0)
+        goto done;
+    if (counts.len % sizeof(int64_t) != 0 || out.len % (2 * sizeof(int64_t)) != 0
+        || (uintptr_t)counts.buf % sizeof(int64_t) != 0
+        || (uintptr_t)out.buf % sizeof(int64_t) != 0) {
+        PyErr_SetString(PyExc_ValueError, "sparse_indices: counts and out must be int64 "
+                        "buffers ([n] and [n, 2]) at addresses that are multiples of 8");
+        goto done;
+    }
+    qp_walk_status status;
+    Py_BEGIN_ALLOW_THREADS
+    status = qp_sparse_indices(counts.buf, (size_t)counts.len / sizeof(int64_t),
+                               (size_t)n_rows, out.buf,
+                               (size_t)out.len / (2 * sizeof(int64_t)));
+    Py_END_ALLOW_THREADS
+    if (status != QP_WALK_OK) {
+        PyErr_SetString(PyExc_ValueError, "sparse_indices: the counts (each >= 0) do not add "
+                        "up to out's rows, or n_rows is 0");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (counts.obj != NULL)
+        PyBuffer_Release(&counts);
+    if (out.obj != NULL)
+        PyBuffer_Release(&out);
     return result;
 }
 
@@ -467,6 +636,7 @@ done:
 static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
     {"walk_examples_in", walk_examples_in, METH_VARARGS, walk_examples_in_doc},
+    {"sparse_indices", sparse_indices, METH_VARARGS, sparse_indices_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
      walk_sequence_example_doc},
     {NULL, NULL, 0, NULL},

@@ -15,15 +15,17 @@
  */
 #include "wire.h"
 
+#include "endian.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 /* The tags of the grammar: field number << 3 | wire type 2. */
-#define TAG_FIELD1 0x0Au  /* Example.features, Features.feature, entry key, list values */
-#define TAG_FIELD2 0x12u  /* entry value */
-#define TAG_BYTES_LIST 0x0Au
-#define TAG_FLOAT_LIST 0x12u
-#define TAG_INT64_LIST 0x1Au
+#define TAG_FIELD1 0x0A  /* Example.features, Features.feature, entry key, list values */
+#define TAG_FIELD2 0x12  /* entry value */
+#define TAG_BYTES_LIST 0x0A
+#define TAG_FLOAT_LIST 0x12
+#define TAG_INT64_LIST 0x1A
 
 /* What one step of the walk decided. */
 typedef enum { STEP_TAKE = 0, STEP_HAND_BACK, STEP_NO_MEMORY } step;
@@ -33,10 +35,15 @@ typedef enum { STEP_TAKE = 0, STEP_HAND_BACK, STEP_NO_MEMORY } step;
 /* Reads a varint of at most max_bytes bytes at *p, never reading at or past end. A tenth
  * byte holding bits past the 64th is refused (protobuf would drop them: the pure path
  * decides such a record). Returns 1 and moves *p past it, or 0. */
-static int
+static inline int
 read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, uint64_t *out)
 {
     const uint8_t *q = *p;
+    if (q < end && *q < 0x80) {  /* one byte, the common case */
+        *out = *q;
+        *p = q + 1;
+        return 1;
+    }
     uint64_t value = 0;
     for (int i = 0; i < max_bytes; i++) {
         if (q == end)
@@ -56,17 +63,25 @@ read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, uint64_t *out)
 
 /* Reads the tag `tag` and a length at *p; on success the field's payload is
  * [*start, *stop) and *p is *stop. Returns 0 for another tag, a bad varint or a payload
- * that passes end. */
-static int
-read_field(const uint8_t **p, const uint8_t *end, uint64_t tag,
+ * that passes end. Every tag of the grammar is one byte: a tag written in more (an
+ * overlong varint, which protobuf reads as the same field) is another tag here, and the
+ * record goes to the pure path. A length of one byte, the common case, is read inline. */
+static inline int
+read_field(const uint8_t **p, const uint8_t *end, uint8_t tag,
            const uint8_t **start, const uint8_t **stop)
 {
     const uint8_t *q = *p;
-    uint64_t got, len_bytes;
-    if (!read_varint(&q, end, QP_MAX_TAG_BYTES, &got) || got != tag)
+    uint64_t len_bytes;
+    if (end - q < 2 || q[0] != tag)
         return 0;
-    if (!read_varint(&q, end, QP_MAX_VARINT_BYTES, &len_bytes))
-        return 0;
+    if (q[1] < 0x80) {
+        len_bytes = q[1];
+        q += 2;
+    } else {
+        q++;
+        if (!read_varint(&q, end, QP_MAX_VARINT_BYTES, &len_bytes))
+            return 0;
+    }
     if (len_bytes > (uint64_t)(end - q))
         return 0;
     *start = q;
@@ -77,16 +92,11 @@ read_field(const uint8_t **p, const uint8_t *end, uint64_t tag,
 
 /* --- Scratch ------------------------------------------------------------------------------ */
 
-/* Makes room for more_bytes more bytes in s (allocating it on first use, even for none: a
- * NULL data pointer is never offset or passed to memcpy). Returns 0 when it cannot. */
+/* Grows s to hold need bytes (allocating it on first use, even for none: a NULL data
+ * pointer is never offset or passed to memcpy). Returns 0 when it cannot. */
 static int
-scratch_reserve(qp_scratch *s, size_t more_bytes)
+scratch_grow(qp_scratch *s, size_t need)
 {
-    size_t need;
-    if (__builtin_add_overflow(s->len, more_bytes, &need))
-        return 0;
-    if (need <= s->cap && s->data != NULL)
-        return 1;
     size_t cap = s->cap ? s->cap : 256;
     while (cap < need) {
         if (__builtin_mul_overflow(cap, (size_t)2, &cap))
@@ -98,6 +108,18 @@ scratch_reserve(qp_scratch *s, size_t more_bytes)
     s->data = grown;
     s->cap = cap;
     return 1;
+}
+
+/* Makes room for more_bytes more bytes in s. Returns 0 when it cannot. */
+static inline int
+scratch_reserve(qp_scratch *s, size_t more_bytes)
+{
+    size_t need;
+    if (__builtin_add_overflow(s->len, more_bytes, &need))
+        return 0;
+    if (need <= s->cap && s->data != NULL)
+        return 1;
+    return scratch_grow(s, need);
 }
 
 void
@@ -113,57 +135,110 @@ qp_feature_release(qp_feature *feature)
 
 /* --- The table of requested keys ---------------------------------------------------------- */
 
+/* A slot of the table: a requested key's first 8 bytes as a word (zero-filled past a
+ * shorter key), its length, and its feature's index (-1: an empty slot). A key of at most 8
+ * bytes is compared as one word; a longer one, past its first 8 bytes, byte by byte. */
 typedef struct {
-    int32_t *slots;  /* feature index, or -1; a power of two of them */
+    uint64_t word;
+    size_t len;
+    int32_t index;
+} key_slot;
+
+typedef struct {
+    key_slot *slots;  /* a power of two of them, at most half used: every probe ends */
     size_t mask;
+    unsigned shift;   /* 64 - log2(number of slots): a hash's top bits pick the slot */
 } key_table;
 
-static uint64_t
-hash_key(const uint8_t *key, size_t len)
+/* The first (up to) 8 bytes of a key, little-endian, zero-filled; readable_end bounds the
+ * bytes that may be read (the key's own end, or past it within the same buffer): where 8
+ * bytes are readable it is one load, the bytes past the key masked off. */
+static inline uint64_t
+key_word(const uint8_t *key, size_t len, const uint8_t *readable_end)
 {
-    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= key[i];
-        h *= 1099511628211ull;
+    if (readable_end - key >= 8) {
+        uint64_t word = qp_load_le64(key);
+        return len >= 8 ? word : word & ((UINT64_C(1) << (8 * len)) - 1);
     }
-    return h;
+    uint64_t word = 0;
+    size_t n = len < 8 ? len : 8;
+    for (size_t i = 0; i < n; i++)
+        word |= (uint64_t)key[i] << (8 * i);
+    return word;
+}
+
+/* The slot where a key's probe starts: Fibonacci hashing of its word and length, with the
+ * bytes past the first 8 mixed in (FNV-1a) first. */
+static inline size_t
+key_slot_of(const key_table *table, const uint8_t *key, size_t len, uint64_t word)
+{
+    uint64_t h = word ^ len;
+    for (size_t i = 8; i < len; i++)
+        h = (h ^ key[i]) * 1099511628211ull;
+    return (size_t)((h * 0x9E3779B97F4A7C15ull) >> table->shift);
+}
+
+/* Whether a[0 .. len) equals b[0 .. len): a loop, cheaper than a call of memcmp for the
+ * short keys of a spec. */
+static inline int
+same_bytes(const uint8_t *a, const uint8_t *b, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (a[i] != b[i])
+            return 0;
+    }
+    return 1;
 }
 
 static int
 table_build(key_table *table, const qp_feature *features, size_t n_features)
 {
     size_t n_slots = 8;
-    while (n_slots < 2 * n_features) {
-        if (__builtin_mul_overflow(n_slots, (size_t)2, &n_slots))
+    unsigned bits = 3;
+    if (n_features > INT32_MAX)
+        return 0;
+    while (n_slots / 2 < n_features) {
+        if (__builtin_mul_overflow(n_slots, (size_t)2, &n_slots) || bits == 63)
             return 0;
+        bits++;
     }
-    table->slots = malloc(n_slots * sizeof(int32_t));
+    size_t n_bytes;
+    if (__builtin_mul_overflow(n_slots, sizeof(key_slot), &n_bytes))
+        return 0;
+    table->slots = malloc(n_bytes);
     if (table->slots == NULL)
         return 0;
     table->mask = n_slots - 1;
+    table->shift = 64 - bits;
     for (size_t i = 0; i < n_slots; i++)
-        table->slots[i] = -1;
+        table->slots[i].index = -1;
     for (size_t f = 0; f < n_features; f++) {
-        size_t slot = hash_key(features[f].key, features[f].key_len) & table->mask;
-        while (table->slots[slot] >= 0)
+        const qp_feature *feature = &features[f];
+        uint64_t word = key_word(feature->key, feature->key_len,
+                                 feature->key + feature->key_len);
+        size_t slot = key_slot_of(table, feature->key, feature->key_len, word);
+        while (table->slots[slot].index >= 0)
             slot = (slot + 1) & table->mask;
-        table->slots[slot] = (int32_t)f;
+        table->slots[slot] = (key_slot){word, feature->key_len, (int32_t)f};
     }
     return 1;
 }
 
-/* The index of the feature whose key is [key, key + len), or -1. */
-static int32_t
+/* The index of the feature whose key is [key, key + len), or -1; bytes up to readable_end
+ * may be read (see key_word). */
+static inline int32_t
 table_find(const key_table *table, const qp_feature *features,
-           const uint8_t *key, size_t len)
+           const uint8_t *key, size_t len, const uint8_t *readable_end)
 {
-    size_t slot = hash_key(key, len) & table->mask;
+    uint64_t word = key_word(key, len, readable_end);
+    size_t slot = key_slot_of(table, key, len, word);
     for (;;) {
-        int32_t f = table->slots[slot];
-        if (f < 0)
+        const key_slot *s = &table->slots[slot];
+        if (s->index < 0)
             return -1;
-        if (features[f].key_len == len && memcmp(features[f].key, key, len) == 0)
-            return f;
+        if (s->word == word && s->len == len
+            && (len <= 8 || same_bytes(features[s->index].key + 8, key + 8, len - 8)))
+            return s->index;
         slot = (slot + 1) & table->mask;
     }
 }
@@ -172,7 +247,7 @@ table_find(const key_table *table, const qp_feature *features,
 
 /* Decodes the packed varints [p, end) into out[0 .. cap) (values past cap are counted, not
  * written); *count is how many there were. Returns 0 for a malformed varint. */
-static int
+static inline int
 decode_varints(const uint8_t *p, const uint8_t *end, uint8_t *out, uint64_t cap,
                uint64_t *count)
 {
@@ -203,7 +278,10 @@ copy_floats(uint8_t *dst, const uint8_t *src, uint64_t n)
         dst[4 * i + 3] = src[4 * i];
     }
 #else
-    memcpy(dst, src, (size_t)(n * 4));
+    if (n == 1)
+        memcpy(dst, src, 4);  /* a copy the compiler inlines */
+    else
+        memcpy(dst, src, (size_t)(n * 4));
 #endif
 }
 
@@ -318,7 +396,7 @@ take_bytes(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
 static step
 take_feature(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
 {
-    static const uint64_t list_tag[] = {
+    static const uint8_t list_tag[] = {
         [QP_INT64] = TAG_INT64_LIST, [QP_FLOAT] = TAG_FLOAT_LIST, [QP_BYTES] = TAG_BYTES_LIST};
     const uint8_t *start, *stop;
     if (p == end)
@@ -364,7 +442,7 @@ walk_entries(const key_table *table, qp_feature *features, size_t row,
             || !read_field(&entry, entry_end, TAG_FIELD2, &value, &value_end)
             || entry != entry_end)
             return STEP_HAND_BACK;
-        int32_t index = table_find(table, features, key, (size_t)(key_end - key));
+        int32_t index = table_find(table, features, key, (size_t)(key_end - key), end);
         if (index < 0)
             continue;  /* not requested: never looked inside */
         qp_feature *f = &features[index];
@@ -381,10 +459,11 @@ walk_entries(const key_table *table, qp_feature *features, size_t row,
 }
 
 /* Walks record `row`; the features it does not hold (absent, or a Feature with no list) get
- * no values (RAGGED) or are left to the caller's default (DENSE, not required). */
+ * no values (RAGGED: their count stays 0) or are left to the caller's default (DENSE); a
+ * required one (the features `required`) absent hands the record back. */
 static step
-walk_record(const key_table *table, qp_feature *features, size_t n_features, size_t row,
-            qp_span record, int32_t *touched, size_t *n_touched)
+walk_record(const key_table *table, qp_feature *features, const int32_t *required,
+            size_t n_required, size_t row, qp_span record, int32_t *touched, size_t *n_touched)
 {
     const uint8_t *p = record.data, *end = record.data + record.len;
     int seen_features = 0;
@@ -398,14 +477,9 @@ walk_record(const key_table *table, qp_feature *features, size_t n_features, siz
         if (taken != STEP_TAKE)
             return taken;
     }
-    for (size_t i = 0; i < n_features; i++) {
-        qp_feature *f = &features[i];
-        if (f->present[row])
-            continue;
-        if (f->kind == QP_DENSE && f->required)
+    for (size_t i = 0; i < n_required; i++) {
+        if (!features[required[i]].present[row])
             return STEP_HAND_BACK;
-        if (f->kind == QP_RAGGED)
-            f->counts[row] = 0;
     }
     return STEP_TAKE;
 }
@@ -439,27 +513,48 @@ qp_walk_status
 qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
                  size_t n_features, uint8_t *handed_back)
 {
+    size_t count_bytes;
+    if (__builtin_mul_overflow(n_records, sizeof(int64_t), &count_bytes))
+        return QP_WALK_BAD_ARGUMENT;
     for (size_t i = 0; i < n_features; i++) {
         if (!outputs_fit(&features[i], n_records))
             return QP_WALK_BAD_ARGUMENT;
         features[i].seen_in = 0;
-        /* walk_record reads present[row] back: it holds only what this walk wrote. */
-        if (n_records > 0)
+        /* walk_record reads present[row] back: it holds only what this walk wrote; a count
+         * stays 0 where no record sets it. */
+        if (n_records > 0) {
             memset(features[i].present, 0, n_records);
+            if (features[i].kind == QP_RAGGED)
+                memset(features[i].counts, 0, count_bytes);
+        }
     }
     key_table table;
     if (!table_build(&table, features, n_features))
         return QP_WALK_NO_MEMORY;
-    int32_t *touched = malloc((n_features ? n_features : 1) * sizeof(int32_t));
+    /* touched: the features a record took (to undo); required: those it must hold. */
+    size_t n_bytes;
+    int32_t *touched = NULL;
+    if (!__builtin_mul_overflow(n_features ? n_features : 1, 2 * sizeof(int32_t), &n_bytes))
+        touched = malloc(n_bytes);
     if (touched == NULL) {
         free(table.slots);
         return QP_WALK_NO_MEMORY;
     }
+    int32_t *required = touched + n_features;
+    size_t n_required = 0;
+    for (size_t i = 0; i < n_features; i++) {
+        if (features[i].kind == QP_DENSE && features[i].required)
+            required[n_required++] = (int32_t)i;
+    }
     qp_walk_status status = QP_WALK_OK;
     for (size_t row = 0; row < n_records; row++) {
         size_t n_touched = 0;
-        step taken = walk_record(&table, features, n_features, row, records[row], touched,
-                                 &n_touched);
+        /* The records are separate buffers: the next one's start is fetched into the cache
+         * while this one is walked (within a record the hardware fetches ahead itself). */
+        if (row + 1 < n_records)
+            __builtin_prefetch(records[row + 1].data);
+        step taken = walk_record(&table, features, required, n_required, row, records[row],
+                                 touched, &n_touched);
         if (taken == STEP_NO_MEMORY) {
             status = QP_WALK_NO_MEMORY;
             break;
@@ -471,6 +566,27 @@ qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
     free(touched);
     free(table.slots);
     return status;
+}
+
+qp_walk_status
+qp_sparse_indices(const int64_t *counts, size_t n_segments, size_t n_rows, int64_t *out,
+                  size_t n_out)
+{
+    if (n_segments > 0 && n_rows == 0)
+        return QP_WALK_BAD_ARGUMENT;
+    size_t written = 0, row = 0;
+    for (size_t s = 0; s < n_segments; s++) {
+        int64_t count = counts[s];
+        if (count < 0 || (uint64_t)count > n_out - written)
+            return QP_WALK_BAD_ARGUMENT;
+        for (int64_t j = 0; j < count; j++, written++) {
+            out[2 * written] = (int64_t)row;
+            out[2 * written + 1] = j;
+        }
+        if (++row == n_rows)
+            row = 0;
+    }
+    return written == n_out ? QP_WALK_OK : QP_WALK_BAD_ARGUMENT;
 }
 
 /* --- SequenceExamples ------------------------------------------------------------------- */
@@ -584,7 +700,7 @@ qp_walk_sequence_example(qp_span record, qp_feature *context, size_t n_context,
         lists[i].seen_in = 0;
         lists[i].present[0] = 0;
     }
-    key_table tables[2] = {{NULL, 0}, {NULL, 0}};
+    key_table tables[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
     size_t most = n_context > n_lists ? n_context : n_lists;
     int32_t *touched = malloc((most ? most : 1) * sizeof(int32_t));
     qp_walk_status status = QP_WALK_NO_MEMORY;

@@ -21,9 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* protobuf's limits: a varint is at most 10 bytes, a tag (a 32-bit number) at most 5. */
+/* protobuf's limit: a varint is at most 10 bytes. (The walk takes every tag in one byte.) */
 #define QP_MAX_VARINT_BYTES 10
-#define QP_MAX_TAG_BYTES 5
 
 typedef enum { QP_INT64 = 0, QP_FLOAT = 1, QP_BYTES = 2 } qp_dtype;
 
@@ -62,7 +61,7 @@ typedef struct {
     uint8_t *dense;    /* DENSE int64/float: n_records * size values, row i at i * size */
     size_t dense_len_bytes;
     uint8_t *present;  /* 1 where an accepted record held the feature, else 0 (all written) */
-    int64_t *counts;   /* RAGGED: the number of values of each accepted record */
+    int64_t *counts;   /* RAGGED: the number of values of each accepted record, else 0 */
     /* Outputs owned by the walk: RAGGED int64/float values of the accepted records, in record
      * order; for QP_BYTES, a qp_span per value (DENSE or RAGGED) of the accepted records. */
     qp_scratch values;
@@ -96,6 +95,15 @@ qp_walk_status qp_walk_examples(const qp_span *records, size_t n_records,
 qp_walk_status qp_walk_sequence_example(qp_span record, qp_feature *context, size_t n_context,
                                         qp_feature *lists, size_t n_lists,
                                         uint8_t *handed_back);
+
+/* The indices of the SparseValues of VarLenFeatures, from the counts the walk gave: counts
+ * holds n_segments counts, n_rows per feature (a feature's rows one after the other, then
+ * the next feature's); out gets, for each segment s and each of its count values j, the
+ * pair (s % n_rows, j), segment after segment: n_out pairs, 2 * n_out int64s. Returns
+ * QP_WALK_OK, or QP_WALK_BAD_ARGUMENT when a count is negative, n_rows is 0 with segments,
+ * or the counts do not add up to n_out (out is then partly written). */
+qp_walk_status qp_sparse_indices(const int64_t *counts, size_t n_segments, size_t n_rows,
+                                 int64_t *out, size_t n_out);
 
 /* Frees a feature's scratch (safe to call twice, and on a zeroed feature). */
 void qp_feature_release(qp_feature *feature);

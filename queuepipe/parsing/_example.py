@@ -12,7 +12,7 @@ from queuepipe.errors import InvalidArgumentError
 from queuepipe.parsing import _composite, _walkers
 from queuepipe.parsing._record import _parse_record
 from queuepipe.parsing._single import _single_parser
-from queuepipe.parsing._sinks import _sink, _unbatch
+from queuepipe.parsing._sinks import _finish, _sink, _unbatch
 from queuepipe.parsing._specs import (_MAX_CACHED, _SEQ, FixedLenFeature, FixedLenSequenceFeature,
                                       VarLenFeature, _Feature, _features)
 
@@ -64,7 +64,7 @@ def _parse_batch(records, features, names, walker=_walkers.walk, single=False):
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
                       features, sinks, single)
-    return {feature.key: sink.finish() for feature, sink in zip(features, sinks)}
+    return {feature.key: output for feature, output in zip(features, _finish(sinks))}
 
 
 _CONFIGS: Dict[Any, List[_Feature]] = {}

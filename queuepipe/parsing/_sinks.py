@@ -3,8 +3,11 @@ records' values) in, and ``finish`` gives the feature's output array or SparseVa
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
+from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
 from queuepipe.sparse import SparseValue, segments
 
@@ -47,7 +50,12 @@ class _RaggedOut:
             self.blocks.append((rows, block))
 
     def put_ragged(self, rows, counts, values):
-        self.counts[rows] = counts
+        """Puts the values of the records ``rows`` (distinct, ascending), ``counts[i]`` of
+        row ``rows[i]``'s one after the other in ``values``."""
+        if len(rows) == len(self.counts):  # every row, in order
+            self.counts[:] = counts
+        else:
+            self.counts[rows] = counts
         if len(values):
             self.raggeds.append((rows, counts, values))
 
@@ -55,25 +63,22 @@ class _RaggedOut:
         return self._sparse() if self.feature.kind == _VAR else self._padded()
 
     def _sparse(self):
-        batch, counts = len(self.counts), self.counts
-        starts = np.cumsum(counts) - counts
-        total = int(counts.sum())
-        row_ids = np.repeat(np.arange(batch, dtype=np.int64), counts)
-        columns = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
+        return _sparse_values([self])[0]
+
+    def _values(self, counts, total):
+        """The values of every record one after the other: ``total`` of them, ``counts[i]``
+        of record ``i``'s."""
         if len(self.raggeds) == 1 and len(self.raggeds[0][2]) == total:
-            values = self.raggeds[0][2]  # every value came in one group, in record order
-        else:
-            values = np.empty(total, dtype=self.feature.dtype)
+            return self.raggeds[0][2]  # every value came in one group, in record order
+        starts = np.cumsum(counts) - counts
+        values = np.empty(total, dtype=self.feature.dtype)
         for index, row in self.singles:
             values[starts[index]:starts[index] + len(row)] = row
         for rows, block in self.blocks:
             values[(starts[rows][:, None] + np.arange(block.shape[1])).ravel()] = block.ravel()
         for rows, row_counts, flat in self.raggeds:
-            if flat is not values:
-                values[segments(starts[rows], row_counts)] = flat
-        longest = int(counts.max()) if batch else 0
-        return SparseValue(np.stack([row_ids, columns], axis=1), values,
-                           np.array([batch, longest], dtype=np.int64))
+            values[segments(starts[rows], row_counts)] = flat
+        return values
 
     def _padded(self):
         feature, batch = self.feature, len(self.counts)
@@ -91,6 +96,60 @@ class _RaggedOut:
 
 def _sink(feature, batch):
     return _DenseOut(feature, batch) if feature.kind == _FIXED else _RaggedOut(feature, batch)
+
+
+def _finish(sinks):
+    """The outputs of the sinks of one batch, in order. The VarLenFeatures' SparseValues are
+    built together (see :func:`_sparse_values`): a wide spec pays a few NumPy calls for all
+    of them, not a few per feature."""
+    outputs = [None] * len(sinks)
+    sparse = [i for i, sink in enumerate(sinks)
+              if type(sink) is _RaggedOut and sink.feature.kind == _VAR]
+    for i, value in zip(sparse, _sparse_values([sinks[i] for i in sparse])):
+        outputs[i] = value
+    for i, sink in enumerate(sinks):
+        if outputs[i] is None:
+            outputs[i] = sink.finish()
+    return outputs
+
+
+def _sparse_values(sinks):
+    """The SparseValues of VarLenFeature sinks of one batch. Their indices are made at once,
+    feature after feature, in one ``[values, 2]`` array whose rows of each feature are its
+    ``indices`` (:data:`sparse_indices`); likewise the dense shapes."""
+    if not sinks:
+        return []
+    batch = len(sinks[0].counts)
+    counts = np.concatenate([sink.counts for sink in sinks])  # feature after feature
+    by_feature = counts.reshape(len(sinks), batch)
+    totals = by_feature.sum(axis=1)
+    ends = np.cumsum(totals)
+    indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
+    sparse_indices(counts, batch, indices)
+    shapes = np.empty((len(sinks), 2), dtype=np.int64)
+    shapes[:, 0] = batch
+    shapes[:, 1] = by_feature.max(axis=1) if batch else 0
+    out = []
+    for sink, row_counts, end, total in zip(sinks, by_feature, ends.tolist(), totals.tolist()):
+        begin = end - total
+        out.append(SparseValue(indices[begin:end], sink._values(row_counts, total),
+                               shapes[len(out)]))
+    return out
+
+
+def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
+    """Fills ``out`` (int64 ``[counts.sum(), 2]``) with the SparseValue indices of the int64
+    ``counts``, ``batch`` per feature, feature after feature: ``(row, j)`` for each value
+    ``j`` of each row. (The core's ``sparse_indices`` does the same in one pass.)"""
+    starts = np.cumsum(counts) - counts
+    rows = np.tile(np.arange(batch, dtype=np.int64), len(counts) // batch if batch else 0)
+    out[:, 0] = np.repeat(rows, counts)
+    out[:, 1] = np.arange(len(out), dtype=np.int64) - np.repeat(starts, counts)
+
+
+sparse_indices: Callable[[np.ndarray, int, np.ndarray], None] = (
+    _core.core.sparse_indices if _core.core is not None
+    and hasattr(_core.core, "sparse_indices") else pure_sparse_indices)
 
 
 def _unbatch(value):

@@ -25,6 +25,7 @@ to the general path (protobuf), :func:`core_sequence` takes the plain ones.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -78,15 +79,25 @@ def _core_spec(features) -> tuple:
     return spec
 
 
+# How walk_examples makes a ragged string feature's values: an object array of n items.
+_object_array = functools.partial(np.empty, dtype=object)
+
+
 def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
-    """The compiled walker: dense numbers are written straight into the sinks' arrays;
-    strings and ragged values come back per feature and go into the sinks in one block. A
-    :class:`~queuepipe._chunks.RecordChunk` is walked in its buffer."""
+    """The compiled walker: dense values, numbers and strings, are written straight into the
+    sinks' arrays, over the defaults put there first (a record that lacks the feature keeps
+    its default); ragged values come back per feature, strings in an object array the walk
+    fills, and go into the sinks in one block. A :class:`~queuepipe._chunks.RecordChunk` is
+    walked in its buffer."""
     n = len(records)
-    outs = tuple(sink.out if feature.kind == _FIXED and feature.dtype != _dtypes.string
-                 else None for feature, sink in zip(features, sinks))
-    present = np.zeros((len(features), n), dtype=np.uint8)
-    counts = np.zeros((len(features), n), dtype=np.int64)
+    for feature, sink in zip(features, sinks):
+        if feature.kind == _FIXED and feature.default is not None:
+            sink.out[...] = feature.default
+    outs = tuple(sink.out if feature.kind == _FIXED
+                 else _object_array if feature.dtype == _dtypes.string else None
+                 for feature, sink in zip(features, sinks))
+    present = np.empty((len(features), n), dtype=np.uint8)  # (the walk writes every cell)
+    counts = np.empty((len(features), n), dtype=np.int64)  # (read for the records taken)
     handed_back = np.zeros(n, dtype=np.uint8)
     if isinstance(records, RecordChunk):  # walked in its buffer: no object per record
         results = _compiled().walk_examples_in(records.buffer, records.starts, records.lengths,
@@ -98,34 +109,15 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
     taken = handed_back == 0
     everyone = bool(taken.all())
     rows = np.arange(n) if everyone else np.flatnonzero(taken)
-    for feature, sink, result, held, count in zip(features, sinks, results, present, counts):
+    for feature, sink, result, count in zip(features, sinks, results, counts):
         if feature.kind == _FIXED:
-            _put_dense(feature, sink, result, held.view(bool), taken)
             continue
-        if feature.dtype == _dtypes.string:
-            values = np.empty(len(result), dtype=object)
-            values[:] = result
-        else:  # a bytearray: the array owns writable memory, as the pure path's do
-            values = np.frombuffer(result, dtype=feature.dtype)
+        # strings: the object array made by _object_array; numbers: a bytearray (the array
+        # owns writable memory, as the pure path's do)
+        values = result if feature.dtype == _dtypes.string else \
+            np.frombuffer(result, dtype=feature.dtype)
         sink.put_ragged(rows, count if everyone else count[taken], values)
     return [] if everyone else np.flatnonzero(handed_back).tolist()
-
-
-def _put_dense(feature, sink, strings: Optional[list], held: np.ndarray,
-               taken: np.ndarray) -> None:
-    """Completes a FixedLenFeature's rows of the records taken: the strings (numbers are in
-    place already), and the default where a record lacks the feature."""
-    if strings:
-        block = np.empty(len(strings), dtype=object)
-        block[:] = strings
-        if len(strings) == sink.out.size:
-            sink.out.reshape(-1)[:] = block
-        else:
-            sink.out[held] = block.reshape(-1, feature.size)
-    if feature.default is not None:
-        absent = taken & ~held
-        if absent.any():
-            sink.out[absent] = feature.default
 
 
 def pure_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
