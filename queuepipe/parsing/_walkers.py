@@ -148,7 +148,7 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     present = bytearray(n)
     handed_back = bytearray(1)
     # (a bytearray's memory comes from CPython's allocator, aligned for int64 as the walk
-    # needs: 16 bytes; never empty, where it could be a static empty string)
+    # needs, which checks it; never empty, where it could be a static empty string)
     counts = bytearray(8 * n or 8)
     results = _compiled().walk_examples((record,), spec, outs, present, counts, handed_back)
     if handed_back[0]:
