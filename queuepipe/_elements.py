@@ -337,15 +337,16 @@ class Components:
         a loop over per-component rules cost three times as much. Only indices enter their
         source; names, dtypes, shapes and ranks are passed in as values.
         """
+        # (new_tuple: a SparseValue without its namedtuple's Python __new__)
         namespace: Dict[str, Any] = {"ndarray": np.ndarray, "SparseValue": SparseValue,
-                                     "int64": np.dtype(np.int64)}
+                                     "int64": np.dtype(np.int64), "new_tuple": tuple.__new__}
         checks, owned = [], []
         for i, dtype in enumerate(self.known_dtypes):
             shape = self.dense_shape(i)
             if self.ranks[i] is not None and dtype.kind != "O":  # as parsers make them
                 namespace[f"dtype{i}"], namespace[f"rank{i}"] = dtype, self.ranks[i]
-                owned.append(f"SparseValue(c{i}.indices.copy(), c{i}.values.copy(), "
-                             f"c{i}.dense_shape.copy())")
+                owned.append(f"new_tuple(SparseValue, (c{i}.indices.copy(), "
+                             f"c{i}.values.copy(), c{i}.dense_shape.copy()))")
                 checks.append(
                     f"(type(c{i}) is SparseValue and type(c{i}.values) is ndarray and "
                     f"c{i}.values.dtype == dtype{i} and c{i}.values.ndim == 1 and "
