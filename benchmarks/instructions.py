@@ -29,8 +29,8 @@ excluded.
   ``--threads`` enqueue threads (1 by default; valgrind runs one thread at a time).
 * ``parse``: ``read_up_to(512)`` and ``parse_example`` alone, no queue: the record path.
 
-``--workload`` (mnist, float, tokens, wide) applies to ``features`` and ``parse``; the others
-run on mnist.
+``--workload`` (mnist, float, tokens, wide) applies to ``features``, ``parse`` and
+``per_record``; the others run on mnist.
 
 per_record, bulk and read leave threads out on purpose: what they add (GIL hand-overs, cache
 traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's
@@ -61,7 +61,7 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
     import queuepipe as qp
     from queuepipe.batching import _DeferredQueue, _EnqueueOp, _Structure
 
-    if not pipeline.startswith("features") and pipeline != "parse":
+    if not pipeline.startswith("features") and pipeline not in ("parse", "per_record"):
         workload = "mnist"
     folder = os.path.join(data, workload)
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
@@ -85,13 +85,13 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
             qp.io.parse_example(values, specs)
             done += len(values)
         return done
-    specs = bench._specs(qp, "mnist")
+    specs = bench._specs(qp, workload)
     if pipeline == "per_record":
         capacity = bench.BUFFER + 3 * bench.BATCH
 
         def example():
             _, serialized = reader.read(filenames)
-            return bench._decoded(qp, qp.io.parse_single_example(serialized, specs), "mnist")
+            return bench._decoded(qp, qp.io.parse_single_example(serialized, specs), workload)
 
         deferred = _DeferredQueue(
             lambda dtypes, shapes, names: qp.RandomShuffleQueue(
@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="enqueue threads of the features pipelines")
     ap.add_argument("--workload", default="mnist", choices=bench.WORKLOADS,
-                    help="the workload of the features and parse pipelines")
+                    help="the workload of the features, parse and per_record pipelines")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pipelines = args.pipelines or ["per_record", "bulk"]

@@ -159,8 +159,10 @@ class Components:
         self._on_bound, self._on_kind = on_bound, on_kind
         self.kinds: List[Optional[bool]] = []
         self.ranks: List[Optional[int]] = []
-        # Returns an element's components when all are as stored (see _acceptance), else None.
+        # Return an element's components when all are as stored (see _acceptance), else None:
+        # ``accept`` the values themselves, ``accept_owned`` copies of its arrays (staged).
         self.accept: Optional[Callable[[Any], Optional[List[Any]]]] = None
+        self.accept_owned: Optional[Callable[[Any], Optional[List[Any]]]] = None
         if self.dtypes is not None:
             self._typed()
 
@@ -193,7 +195,7 @@ class Components:
         self.kinds = [False if self.dense_shape(j) is not None else None
                       for j in range(len(self.known_dtypes))]
         self.ranks = [None] * len(self.known_dtypes)
-        self.accept = self._acceptance()
+        self.accept, self.accept_owned = self._acceptance()
 
     def count(self) -> Optional[int]:
         for decl in (self.dtypes, self.names, self.shapes):
@@ -313,31 +315,38 @@ class Components:
             with self.lock:
                 if self.ranks[i] is None:
                     self.ranks[i] = rank
-                    self.accept = self._acceptance()  # now it can take sparse values too
+                    # now they can take sparse values too
+                    self.accept, self.accept_owned = self._acceptance()
         if rank != self.ranks[i]:
             raise InvalidArgumentError(
                 f"Queue '{self.queue}' component {self.label(i)}: cannot batch sparse values "
                 f"of ranks {sorted({rank, self.ranks[i] or 0})}")
 
-    def _acceptance(self) -> Optional[Callable[[Any], Optional[List[Any]]]]:
-        """A function of an element that returns its components when every one is a value
+    def _acceptance(self) -> Tuple[Optional[Callable[[Any], Optional[List[Any]]]],
+                                   Optional[Callable[[Any], Optional[List[Any]]]]]:
+        """Two functions of an element that return its components when every one is a value
         :meth:`convert` would return unchanged (a value of the component's exact scalar
         type, ``bytes`` for a string scalar, an ndarray of its dtype and shape, or a
-        SparseValue of its dtype and rank), else None. None when some component has no fixed
-        shape and is not sparse (its values are copied, not kept), or is a string array.
+        SparseValue of its dtype and rank), else None: ``accept`` returns the values,
+        ``accept_owned`` copies of their arrays, as :meth:`staged` keeps them. Both None
+        when some component has no fixed shape and is not sparse (its values are copied,
+        not kept), or is a string array.
 
-        The function is generated as one expression per component, as ``namedtuple``
-        generates its class: it runs for every element a grouping enqueue op stages, where a
-        loop over per-component rules cost three times as much. Only indices enter its
+        The functions are generated as one expression per component, as ``namedtuple``
+        generates its class: they run for every element a grouping enqueue op stages, where
+        a loop over per-component rules cost three times as much. Only indices enter their
         source; names, dtypes, shapes and ranks are passed in as values.
         """
+        # (new_tuple: a SparseValue without its namedtuple's Python __new__)
         namespace: Dict[str, Any] = {"ndarray": np.ndarray, "SparseValue": SparseValue,
-                                     "int64": np.dtype(np.int64)}
-        checks = []
+                                     "int64": np.dtype(np.int64), "new_tuple": tuple.__new__}
+        checks, owned = [], []
         for i, dtype in enumerate(self.known_dtypes):
             shape = self.dense_shape(i)
             if self.ranks[i] is not None and dtype.kind != "O":  # as parsers make them
                 namespace[f"dtype{i}"], namespace[f"rank{i}"] = dtype, self.ranks[i]
+                owned.append(f"new_tuple(SparseValue, (c{i}.indices.copy(), "
+                             f"c{i}.values.copy(), c{i}.dense_shape.copy()))")
                 checks.append(
                     f"(type(c{i}) is SparseValue and type(c{i}.values) is ndarray and "
                     f"c{i}.values.dtype == dtype{i} and c{i}.values.ndim == 1 and "
@@ -347,16 +356,19 @@ class Components:
                     f"c{i}.dense_shape.shape == (rank{i},))")
                 continue
             if shape is None or (dtype.kind == "O" and shape != ()):
-                return None
+                return None, None
             namespace[f"dtype{i}"], namespace[f"shape{i}"] = dtype, shape
             if dtype.kind == "O":
                 checks.append(f"type(c{i}) is bytes")
+                owned.append(f"c{i}")
                 continue
             array = (f"type(c{i}) is ndarray and (c{i}.dtype is dtype{i} or c{i}.dtype == "
                      f"dtype{i}) and c{i}.shape == shape{i}")
+            owned.append(f"c{i}.copy()")
             if shape == () and dtype.isnative:
                 namespace[f"scalar{i}"] = dtype.type
                 array = f"type(c{i}) is scalar{i} or {array}"
+                owned[-1] = f"c{i} if type(c{i}) is scalar{i} else c{i}.copy()"
             checks.append(f"({array})")
         count = len(self.known_dtypes)
         values = ", ".join(f"c{i}" for i in range(count))
@@ -375,14 +387,16 @@ class Components:
                     f"or len(vals) != {count}:\n"
                     f"        return None\n"
                     f"    {values}, = vals\n")
-        source = (f"def accept(vals):\n{take}"
-                  f"    if {' and '.join(checks)}:\n"
-                  f"        return [{values}]\n"
-                  f"    return None\n")
+        source = "".join(f"def {function}(vals):\n{take}"
+                         f"    if {' and '.join(checks)}:\n"
+                         f"        return [{returned}]\n"
+                         f"    return None\n"
+                         for function, returned in (("accept", values),
+                                                    ("accept_owned", ", ".join(owned))))
         # Names, values and dtypes go into ``namespace``; the source holds only indices and
         # literal code, so nothing from data (a key, a value, a file) can enter it.
         exec(source, namespace)  # noqa: S102 - indices only: nothing from data enters it
-        return namespace["accept"]
+        return namespace["accept"], namespace["accept_owned"]
 
     def dense_shape(self, i: int) -> Optional[Tuple[int, ...]]:
         shape = self.shapes[i] if self.shapes is not None else None
@@ -505,6 +519,11 @@ class Components:
         put while its producer runs again. A producer may fill and return one reused array
         (a common speed idiom); ``enqueue`` copies into the columns at once, as TF does, and a
         stage must not keep a reference either."""
+        accept_owned = self.accept_owned
+        if accept_owned is not None:
+            values = accept_owned(vals)
+            if values is not None:
+                return values  # the common case: every value as stored, its arrays copied
         values = self.element(vals)
         for i, value in enumerate(values):
             if type(value) is np.ndarray:

@@ -662,6 +662,27 @@ def test_parse_single_example_slices_records_of_a_seen_layout_as_protobuf_parses
     assert any(parser is not parsing._no_parser for parser in parsers.values())
 
 
+def test_a_spec_with_a_varlen_feature_learns_no_record_layouts():
+    """No template serves a VarLenFeature: records of every length go straight to the walk,
+    instead of each new length being noted (and the notes cleared when full) first."""
+    spec = {"tokens": qp.VarLenFeature(qp.int64), "label": qp.FixedLenFeature([], qp.int64)}
+    for n in range(40):
+        record = make_example({"tokens": list(range(n)), "label": n}).SerializeToString()
+        for _ in range(2):
+            got = qp.parse_single_example(record, spec)
+            assert got["tokens"].values.tolist() == list(range(n)) and got["label"] == n
+    assert not parsing._example_features(spec).lengths_seen
+
+
+def test_a_varlen_features_indices_and_dense_shape_are_separate_arrays():
+    record = make_example({"tokens": [5, 6, 7]}).SerializeToString()
+    got = qp.parse_single_example(record, {"tokens": qp.VarLenFeature(qp.int64)})["tokens"]
+    got.indices[:] = 9
+    assert got.dense_shape.tolist() == [3] and got.indices.shape == (3, 1)
+    got.dense_shape[:] = 1
+    assert got.indices.tolist() == [[9], [9], [9]]
+
+
 def test_a_spec_changed_in_place_is_read_anew():
     record = make_example({"label": 7, "score": 0.5}).SerializeToString()
     spec = {"label": qp.FixedLenFeature([], qp.int64)}

@@ -129,6 +129,7 @@ class _EnqueueOp:
             1 if real is None else max(1, min(_GROUP_SIZE, real._room()))
         producer, to_queue, keep_input = self._producer, self._structure.to_queue, \
             self._keep_input
+        stage = self._stage
         try:
             for _ in range(group):
                 element = producer()
@@ -139,12 +140,12 @@ class _EnqueueOp:
                         keep = self._kept(element)
                     if keep is False:
                         continue
-                if self._stage is None:
+                if stage is None:
                     real = self._queue._real(vals)
-                    self._stage = real._add_stage()
-                self._stage.append(real._spec.staged(vals))
+                    stage = self._stage = real._add_stage()
+                stage.append(real._spec.staged(vals))
                 if real._needs:  # a dequeue waits: it may go on with what is staged
-                    real._staged(self._stage)
+                    real._staged(stage)
                 if real._closed:  # stopping: put (or drop) what is staged now, not later
                     break
         except StopIteration as e:  # (keep_input's were translated by _kept)

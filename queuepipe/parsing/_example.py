@@ -13,8 +13,9 @@ from queuepipe.parsing import _composite, _walkers
 from queuepipe.parsing._record import _parse_record
 from queuepipe.parsing._single import _single_parser
 from queuepipe.parsing._sinks import _finish, _sink, _unbatch
-from queuepipe.parsing._specs import (_MAX_CACHED, _SEQ, FixedLenFeature, FixedLenSequenceFeature,
-                                      VarLenFeature, _Feature, _features)
+from queuepipe.parsing._specs import (_FIXED, _MAX_CACHED, _SEQ, FixedLenFeature,
+                                      FixedLenSequenceFeature, VarLenFeature, _Feature,
+                                      _features)
 
 
 def _batch_records(serialized, kind="Example"):
@@ -104,15 +105,18 @@ class _ExampleFeatures(list):
     it: record length -> a function of a record of that length that returns its outputs, or
     None when the record is not laid out as the length's template (see _single_parser)."""
 
-    __slots__ = ("single_parsers", "lengths_seen", "composite", "core_spec")
+    __slots__ = ("single_parsers", "lengths_seen", "composite", "core_spec", "single_plan")
 
     def __init__(self, features):
         super().__init__(features)
         self.core_spec = None  # the features as the compiled walk takes them (._walkers)
+        self.single_plan = None  # what the compiled walk of one record needs (._walkers)
         # The spec as given when it holds a SparseFeature (built from the outputs of the
         # VarLenFeatures it was expanded into: see _composite), else None.
         self.composite: Optional[Dict[str, Any]] = None
-        self.single_parsers: Dict[int, Callable[[bytes], Optional[Dict[str, Any]]]] = {}
+        # None when a feature is not a FixedLenFeature: no template serves such a spec.
+        self.single_parsers: Optional[Dict[int, Callable[[bytes], Optional[Dict[str, Any]]]]] \
+            = {} if all(feature.kind == _FIXED for feature in self) else None
         self.lengths_seen: set = set()
 
 
@@ -196,9 +200,11 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
                             f"{serialized!r:.60}")
         serialized = bytes(serialized)
     parsed_features = _example_features(features)
-    parser = parsed_features.single_parsers.get(len(serialized)) \
-        or _single_parser(serialized, parsed_features)
-    plain = parser(serialized)
+    parsers = parsed_features.single_parsers
+    plain = None
+    if parsers is not None:
+        plain = (parsers.get(len(serialized)) or _single_parser(serialized, parsed_features))(
+            serialized)
     if plain is None:
         plain = _walkers.single(serialized, parsed_features)
     if plain is None:

@@ -46,8 +46,9 @@ def _single_parser(data, features):
 def _compile_single(data, features):
     """A function that takes apart, without protobuf, a record laid out as ``data``.
 
-    Built from the template's :class:`~queuepipe.protos._layout.Layout` when every feature is
-    a FixedLenFeature present there with the right list and count (else :func:`_no_parser`).
+    Built from the template's :class:`~queuepipe.protos._layout.Layout` when every feature (a
+    FixedLenFeature: ``features.single_parsers`` exists for no other spec) is present there
+    with the right list and count (else :func:`_no_parser`).
     The function checks a record's structure bytes against the template's (as
     ``Layout.matches`` does for a batch) and returns its outputs, or None when they differ.
     It is generated as one expression per check and per value, as ``collections.namedtuple``
@@ -58,8 +59,6 @@ def _compile_single(data, features):
     varint byte) the check is one NumPy comparison, and long int64 values are decoded
     by NumPy too, so that a record costs time and memory of the order of its size.
     """
-    if any(feature.kind != _FIXED for feature in features):
-        return _no_parser
     layout = _layout.example_layout(data, tuple(feature.key for feature in features))
     if layout is None:
         return _no_parser

@@ -36,7 +36,7 @@ from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
 from queuepipe.parsing._single import _parse_single_plain
 from queuepipe.parsing._sinks import _RaggedOut, _shaped, _sparse_1d
-from queuepipe.parsing._specs import _FIXED, _SEQ, _VAR
+from queuepipe.parsing._specs import _FIXED, _SEQ, _VAR, _frombuffer
 
 __all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "pure_sequence",
            "core_sequence", "core_available", "walk", "single", "sequence"]
@@ -125,26 +125,44 @@ def pure_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     return _parse_single_plain(record, features)
 
 
+def _single_plan(features) -> tuple:
+    """What :func:`core_single` needs of ``features``, made once per normalized spec (kept on
+    the features list when it can hold it, as :func:`_core_spec`): the walk's spec and, per
+    feature, the dtype and size of the dense output the walk fills (dense numbers) or None."""
+    plan = getattr(features, "single_plan", None)
+    if plan is None:
+        plan = (_core_spec(features),
+                tuple((feature.dtype, feature.size)
+                      if feature.kind == _FIXED and feature.dtype != _dtypes.string else None
+                      for feature in features))
+        if hasattr(features, "single_plan"):
+            features.single_plan = plan
+    return plan
+
+
 def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     """One record's outputs by the compiled walk, shaped as ``parse_single_example`` returns
     them (a NumPy scalar or ``bytes`` for a scalar, an array of the shape, a SparseValue
     with ``[N, 1]`` indices); None when the walk leaves the record."""
-    outs = tuple(np.empty(feature.size, dtype=feature.dtype)
-                 if feature.kind == _FIXED and feature.dtype != _dtypes.string else None
-                 for feature in features)
-    present = bytearray(len(features))
+    spec, dense = _single_plan(features)
+    outs = tuple([None if made is None else np.empty(made[1], made[0]) for made in dense])
+    n = len(spec)
+    present = bytearray(n)
     handed_back = bytearray(1)
-    counts = np.zeros(len(features), dtype=np.int64)  # (aligned for int64, as the walk needs)
-    results = _compiled().walk_examples((record,), _core_spec(features), outs, present,
-                                        counts, handed_back)
+    # (a bytearray's memory comes from CPython's allocator, aligned for int64 as the walk
+    # needs, which checks it; never empty, where it could be a static empty string)
+    counts = bytearray(8 * n or 8)
+    results = _compiled().walk_examples((record,), spec, outs, present, counts, handed_back)
     if handed_back[0]:
         return None
     out = {}
-    for feature, dense, result, held in zip(features, outs, results, present):
-        values = _values(feature, dense, result)
-        if feature.kind == _VAR:
+    for feature, values, result, held in zip(features, outs, results, present):
+        if result is not None:
+            values = _values(feature, result)
+        kind = feature.kind
+        if kind == _VAR:
             out[feature.key] = _sparse_1d(values)
-        elif feature.kind != _FIXED:  # rows of the sequence feature's shape
+        elif kind != _FIXED:  # rows of the sequence feature's shape
             rows = len(values) // feature.size if feature.size else 0
             out[feature.key] = values.reshape((rows,) + feature.shape)
         else:
@@ -154,14 +172,14 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     return out
 
 
-def _values(feature, out: Optional[np.ndarray], result: Any) -> Any:
-    """A feature's flat values from what the walk gave: its dense output ``out``, a list of
-    bytes (an object array), or a bytearray of numbers (the array owns writable memory)."""
-    if feature.dtype == _dtypes.string:
+def _values(feature, result: Any) -> np.ndarray:
+    """A feature's flat values from what the walk left for it: a list of bytes (an object
+    array), or a bytearray of numbers (the array owns writable memory)."""
+    if type(result) is list:
         values = np.empty(len(result), dtype=object)
         values[:] = result
         return values
-    return out if result is None else np.frombuffer(result, dtype=feature.dtype)
+    return _frombuffer(result, feature.dtype)
 
 
 def pure_sequence(record: bytes, context: Sequence, lists: Sequence,
@@ -186,7 +204,7 @@ def core_sequence(record: bytes, context: Sequence, lists: Sequence,
         return None
     context_out: Dict[str, Any] = {}
     for feature, out, (held, _, result) in zip(context, outs, found[0]):
-        values = _values(feature, out, result)
+        values = out if result is None else _values(feature, result)
         if feature.kind == _VAR:
             context_out[feature.key] = _sparse_1d(values)
         else:
@@ -194,7 +212,7 @@ def core_sequence(record: bytes, context: Sequence, lists: Sequence,
                                                feature.shape)
     sequence_out: Dict[str, Any] = {}
     for feature, (steps, result) in zip(lists, found[1]):
-        values = _values(feature, None, result)
+        values = _values(feature, result)
         counts = np.frombuffer(steps, dtype=np.int64)
         if feature.kind == _SEQ:
             sequence_out[feature.key] = values.reshape((len(counts),) + feature.shape)
