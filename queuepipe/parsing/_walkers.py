@@ -156,9 +156,9 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     if handed_back[0]:
         return None
     out = {}
-    for feature, values, result, held in zip(features, outs, results, present):
-        if result is not None:
-            values = _values(feature, result)
+    for feature, filled, result, held in zip(features, outs, results, present):
+        # the dense numbers the walk filled in place, else what it left
+        values: Any = filled if result is None else _values(feature, result)
         kind = feature.kind
         if kind == _VAR:
             out[feature.key] = _sparse_1d(values)
