@@ -64,6 +64,7 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension("queuepipe._qpcore", sources=CORE_SOURCES,
                            depends=["queuepipe/_core/" + name for name in (
-                               "crc32c.h", "endian.h", "frames.h", "module_example.h", "wire.h")])],
+                               "crc32c.h", "endian.h", "frames.h", "gil.h", "module_example.h",
+                               "wire.h")])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -297,12 +297,14 @@ def test_four_threads_scan_at_once_and_every_value_is_right(core, tmp_path):
     assert all(result == records for result in results)
 
 
-def test_the_scan_releases_the_gil(core):
-    # With a switch interval far longer than the test, a thread holding the GIL keeps it until
-    # it releases it itself. The main thread waits for the scanning thread to start; it can run
-    # again before the scan returns only if the scan released the GIL. (If the machine does not
-    # schedule the main thread during one scan, the next attempt sees it.)
-    buffer = b"".join(_frames._frame(bytes(1 << 20)) for _ in range(64))
+def _runs_beside(work) -> list:
+    """Whether the main thread ran while a thread did ``work()``, per attempt (up to 5, until
+    it did once).
+
+    With a switch interval far longer than the test, a thread holding the GIL keeps it until
+    it lets go itself. The main thread waits for the working thread to start; it can run
+    again before the work ends only if the work let go of the GIL. (If the machine does not
+    schedule the main thread during one attempt, the next one sees it.)"""
     switch = sys.getswitchinterval()
     sys.setswitchinterval(100.0)
     try:
@@ -310,12 +312,12 @@ def test_the_scan_releases_the_gil(core):
         for _ in range(5):
             started, done = threading.Event(), threading.Event()
 
-            def scan():
+            def run():
                 started.set()
-                core.scan_frames(buffer, 0, len(buffer), 64, 0)
+                work()
                 done.set()
 
-            thread = threading.Thread(target=scan, name="gil-scan")
+            thread = threading.Thread(target=run, name="gil-work")
             thread.start()
             started.wait()
             overlapped.append(not done.is_set())
@@ -324,7 +326,37 @@ def test_the_scan_releases_the_gil(core):
                 break
     finally:
         sys.setswitchinterval(switch)
+    return overlapped
+
+
+def test_the_scan_releases_the_gil(core):
+    buffer = b"".join(_frames._frame(bytes(1 << 20)) for _ in range(64))
+    overlapped = _runs_beside(lambda: core.scan_frames(buffer, 0, len(buffer), 64, 0))
     assert overlapped[-1], f"the main thread never ran during a scan: {overlapped}"
+
+
+_TOKENS = b"\n\x14\n\x12\n\x01t\x12\r\x1a\x0b\n\t" + bytes(range(1, 10))  # {t: int64 1..9}
+_TOKENS_SPEC = ((b"t", 0, True, 1, False),)
+
+
+def _walk(core, records) -> None:
+    n = len(records)
+    back = bytearray(n)
+    core.walk_examples(records, _TOKENS_SPEC, (None,), bytearray(n), bytearray(8 * n), back)
+    assert not any(back)
+
+
+def test_the_walk_of_a_chunk_releases_the_gil(core):
+    chunk = [_TOKENS] * 200_000
+    overlapped = _runs_beside(lambda: _walk(core, chunk))
+    assert overlapped[-1], f"the main thread never ran during a walk: {overlapped}"
+
+
+def test_walks_of_one_small_record_each_keep_the_gil(core):
+    # letting go of the GIL for one record cost more than the walk: two runner threads that
+    # parse a record per call handed the GIL to each other on every call (_core/gil.h)
+    overlapped = _runs_beside(lambda: [_walk(core, [_TOKENS]) for _ in range(20_000)])
+    assert overlapped == [False] * 5, overlapped
 
 
 # -- the switches and `queuepipe info` -----------------------------------------------------

@@ -6,15 +6,13 @@
 
 #include "crc32c.h"
 #include "frames.h"
+#include "gil.h"
 #include "module_example.h"
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
 #define QP_ABI_VERSION 6
 
-/* Buffers shorter than this are checksummed with the GIL held: releasing and taking it back
- * costs more than the CRC of a few kilobytes. */
-#define QP_GIL_FREE_BYTES 65536
 
 static uint32_t
 crc_of(uint32_t crc, const Py_buffer *data, uint32_t (*fn)(uint32_t, const uint8_t *, size_t))
@@ -193,10 +191,10 @@ scan_unlocked(const Py_buffer *buffer, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
     }
     const uint8_t *scanned = (const uint8_t *)buffer->buf + pos;
     size_t *frame_starts = *starts, *data_lengths = *lengths;
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *saved = qp_gil_let_go((size_t)(end - pos), QP_GIL_FREE_BYTES);
     *status = qp_frames_scan(scanned, (size_t)(end - pos), cap, frame_starts, data_lengths, n,
                              stop);
-    Py_END_ALLOW_THREADS
+    qp_gil_take(saved);
     return 0;
 }
 
@@ -400,10 +398,13 @@ py_unframe(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    int intact;
-    Py_BEGIN_ALLOW_THREADS
-    intact = all_intact(views, (const int64_t *)lengths.buf, (size_t)n, data_lengths);
-    Py_END_ALLOW_THREADS
+    size_t framed = 0;
+    for (Py_ssize_t i = 0; i < n && framed < QP_GIL_FREE_BYTES; i++) {
+        framed += (size_t)views[i].len;
+    }
+    PyThreadState *saved = qp_gil_let_go(framed, QP_GIL_FREE_BYTES);
+    int intact = all_intact(views, (const int64_t *)lengths.buf, (size_t)n, data_lengths);
+    qp_gil_take(saved);
     if (!intact) {
         Py_INCREF(Py_None);
         result = Py_None;

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "gil.h"
 #include "wire.h"
 
 /* The spec tuple of one feature: (key: bytes, dtype: 0 int64 / 1 float / 2 bytes,
@@ -283,11 +284,13 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
             goto done;
         }
     }
-    qp_walk_status status;
-    Py_BEGIN_ALLOW_THREADS
-    status = qp_walk_examples(spans, (size_t)n_records, features, (size_t)n_features,
-                              back.buf);
-    Py_END_ALLOW_THREADS
+    size_t walked = 0;
+    for (Py_ssize_t i = 0; i < n_records && walked < QP_GIL_FREE_WALK_BYTES; i++)
+        walked += spans[i].len;
+    PyThreadState *saved = qp_gil_let_go(walked, QP_GIL_FREE_WALK_BYTES);
+    qp_walk_status status = qp_walk_examples(spans, (size_t)n_records, features,
+                                             (size_t)n_features, back.buf);
+    qp_gil_take(saved);
     if (raise_for(status, "walk_examples") < 0)
         goto done;
     result = PyTuple_New(n_features);
@@ -466,12 +469,12 @@ sparse_indices(PyObject *module, PyObject *args)
                         "buffers ([n] and [n, 2]) at addresses that are multiples of 8");
         goto done;
     }
-    qp_walk_status status;
-    Py_BEGIN_ALLOW_THREADS
-    status = qp_sparse_indices(counts.buf, (size_t)counts.len / sizeof(int64_t),
-                               (size_t)n_rows, out.buf,
-                               (size_t)out.len / (2 * sizeof(int64_t)));
-    Py_END_ALLOW_THREADS
+    PyThreadState *saved = qp_gil_let_go((size_t)out.len, QP_GIL_FREE_BYTES);
+    qp_walk_status status = qp_sparse_indices(counts.buf,
+                                              (size_t)counts.len / sizeof(int64_t),
+                                              (size_t)n_rows, out.buf,
+                                              (size_t)out.len / (2 * sizeof(int64_t)));
+    qp_gil_take(saved);
     if (status != QP_WALK_OK) {
         PyErr_SetString(PyExc_ValueError, "sparse_indices: the counts (each >= 0) do not add "
                         "up to out's rows, or n_rows is 0");
@@ -590,11 +593,10 @@ walk_sequence_example(PyObject *module, PyObject *args)
     qp_span span = {(const uint8_t *)PyBytes_AS_STRING(record),
                     (size_t)PyBytes_GET_SIZE(record)};
     uint8_t handed_back = 1;
-    qp_walk_status status;
-    Py_BEGIN_ALLOW_THREADS
-    status = qp_walk_sequence_example(span, context, (size_t)n_context, lists,
-                                      (size_t)n_lists, &handed_back);
-    Py_END_ALLOW_THREADS
+    PyThreadState *saved = qp_gil_let_go(span.len, QP_GIL_FREE_WALK_BYTES);
+    qp_walk_status status = qp_walk_sequence_example(span, context, (size_t)n_context, lists,
+                                                     (size_t)n_lists, &handed_back);
+    qp_gil_take(saved);
     if (raise_for(status, "walk_sequence_example") < 0)
         goto done;
     if (handed_back) {

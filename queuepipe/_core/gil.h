@@ -1,0 +1,37 @@
+/* When the CPython layer lets go of the GIL around pure-C work (module.c, module_example.c).
+ *
+ * Letting go is not free when another thread waits for the GIL: it takes the GIL at once,
+ * and this thread, done with its work, waits to get it back until that thread lets go in
+ * turn (a futex wake and a context switch each way, microseconds). For a chunk of records
+ * that is nothing; for one record it is more than the work. Two runner threads that each
+ * parse one record per call then hand the GIL to each other on every call: the per-record
+ * pattern with two threads cost 20 us of CPU a record on the core against 14 on the pure
+ * path before calls this small kept the GIL. So the GIL is let go only for work on at least
+ * as many bytes as below. */
+#ifndef QP_GIL_H
+#define QP_GIL_H
+
+#include <Python.h>
+
+/* Checksums and copies (several GB/s): 64 KiB is about 10 us of work. */
+#define QP_GIL_FREE_BYTES 65536
+/* Wire walks (about 1 GB/s on token lists, slower on many small features): 16 KiB. */
+#define QP_GIL_FREE_WALK_BYTES 16384
+
+/* Lets go of the GIL when bytes >= least; returns what qp_gil_take needs to take it back
+ * (NULL: the GIL was kept). */
+static inline PyThreadState *
+qp_gil_let_go(size_t bytes, size_t least)
+{
+    return bytes >= least ? PyEval_SaveThread() : NULL;
+}
+
+static inline void
+qp_gil_take(PyThreadState *saved)
+{
+    if (saved != NULL) {
+        PyEval_RestoreThread(saved);
+    }
+}
+
+#endif
