@@ -51,3 +51,19 @@ def test_chunks_in_one_buffer_hold_the_records_and_keys_of_the_object_arrays(sha
         keys = [k() if callable(k) else k for k in (one.keys, other.keys)]
         assert keys[0].tolist() == keys[1].tolist()
         assert keys[0].tolist()[0] == b"%s:%d" % (files[one.where[0]].encode(), one.where[1])
+
+
+def test_a_plan_of_large_records_goes_on_with_object_arrays_after_its_first_chunk(tmp_path):
+    # records past the plan's largest mean record read as one buffer (16 KB): as chunks they
+    # cost more than as the reader's object arrays; the chunks' bounds stay as they were
+    rng = np.random.default_rng(5)
+    records = [bytes(rng.integers(0, 256, 20_000, dtype=np.uint8)) for _ in range(40)]
+    files = [os.fsdecode(path) for path in write_shards(records, tmp_path, 1, processes=1,
+                                                        progress=False, index=False)]
+    make = functools.partial(ReadPlan, files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
+    buffered, arrays = taken(make(chunks=True)), taken(make(chunks=False))
+    kinds = [type(chunk.values) for chunk in buffered]
+    assert kinds == ([RecordChunk] if core is not None else [np.ndarray]) + [np.ndarray] * 2
+    assert [(c.ticket, c.where, c.ordinals.tolist()) for c in buffered] == \
+        [(c.ticket, c.where, c.ordinals.tolist()) for c in arrays]
+    assert [r for c in buffered for r in c.values.tolist()] == records
