@@ -132,7 +132,7 @@ for seed in range(int(sys.argv[1])):
         try:
             for batch in batches:
                 got += batch["id"].tolist()
-                if closer is not None and not closer.is_alive() and len(got) > 40:
+                if closer is not None and closer.ident is None and len(got) > 40:
                     closer.start()
         except (qp.errors.CancelledError, qp.errors.OutOfRangeError):
             assert closing, seed
