@@ -33,6 +33,12 @@ class RecordChunk:
         self.buffer = buffer
         self.starts = np.ascontiguousarray(starts, dtype=np.int64)
         self.lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+        size = len(buffer)
+        if self.starts.shape != self.lengths.shape or self.starts.ndim != 1 or (
+                len(self.starts) and ((self.starts < 0) | (self.starts > size) | (self.lengths < 0)
+                                      | (self.lengths > size - self.starts)).any()):
+            raise ValueError(f"RecordChunk: starts and lengths must be one run of records "
+                             f"each lying in the buffer of {size} bytes")
 
     def __len__(self) -> int:
         return len(self.starts)

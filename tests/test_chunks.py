@@ -31,3 +31,13 @@ def test_records_of_one_length_unevenly_spaced_are_cut_one_by_one():
     buffer = b"aaXbbYYcc"
     chunk = RecordChunk(buffer, np.array([0, 3, 7]), np.array([2, 2, 2]))
     assert chunk.tolist() == [b"aa", b"bb", b"cc"]
+
+
+@pytest.mark.parametrize("starts, lengths", [
+    ([0, 8], [8, 8]),  # evenly spaced, the last past the end (the strided cut read past it)
+    ([-1], [2]), ([0], [-1]), ([11], [0]), ([4], [7]), ([2**62], [2**62]), ([0, 1], [1]),
+])
+def test_a_chunk_refuses_records_that_do_not_lie_in_its_buffer(starts, lengths):
+    with pytest.raises(ValueError, match=r"^RecordChunk: starts and lengths must be one run of "
+                                         r"records each lying in the buffer of 10 bytes$"):
+        RecordChunk(bytes(range(10)), np.array(starts), np.array(lengths))

@@ -398,3 +398,14 @@ def test_the_core_takes_a_plain_sequence_example_itself():
     assert found is not None
     assert found[0]["i"] == 5 and found[1]["v"].values.tolist() == [5, 5]
     assert found[1]["v"].dense_shape.tolist() == [2, 1] and found[1]["q"].shape == (0, 2)
+
+
+@pytest.mark.parametrize("argument", [3, 4, 5])
+def test_the_walk_refuses_an_object_array_for_its_numbers(argument):
+    # present, counts and handed_back get raw bytes: written over an object array's
+    # references they crashed the interpreter when the array was freed
+    arguments = [[_HOSTILE["plain"]], ((b"s", 2, False, 1, False),), (None,), bytearray(1),
+                 bytearray(8), bytearray(1)]
+    arguments[argument] = np.empty(8, dtype=object)
+    with pytest.raises(ValueError, match=r"is a buffer of Python objects, not of numbers$"):
+        _core.core.walk_examples(*arguments)

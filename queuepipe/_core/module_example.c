@@ -40,12 +40,20 @@ read_spec(PyObject *item, Py_ssize_t index, qp_feature *f)
     return 0;
 }
 
-/* Takes a writable C-contiguous buffer of at least min_bytes bytes from obj into view. */
+/* Takes a writable C-contiguous buffer of at least min_bytes bytes from obj into view; never
+ * one of Python objects (format "O"), whose references raw writes would overwrite. */
 static int
 writable(PyObject *obj, Py_buffer *view, size_t min_bytes, const char *what)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
+    if (view->format != NULL && strchr(view->format, 'O') != NULL) {
+        PyErr_Format(PyExc_ValueError, "walk_examples: %s is a buffer of Python objects, not "
+                     "of numbers", what);
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        return -1;
+    }
     if ((size_t)view->len < min_bytes) {
         PyErr_Format(PyExc_ValueError, "walk_examples: %s holds %zd bytes, needs %zu", what,
                      view->len, min_bytes);
