@@ -169,6 +169,18 @@ def test_the_matrix_runs_both_paths_into_one_table(workload, capsys):
                              r"\| [\d.]+ s \| exact \| ", table, re.M), table
 
 
+def test_the_ab_benchmark_runs_each_tree_in_turn(workload, capsys):
+    # this checkout against itself: a row per path and pipeline, each tree's median of its own
+    # runs (a figure of the same code twice, so about 1)
+    _, data = workload
+    here = os.path.dirname(BENCHMARKS)
+    assert load("ab").main([here, "--data", data, "--workload", "large", "--pipeline",
+                            "qp_bulk", "--paths", "pure", "--epochs", "1", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| pure \| large \| qp_bulk \| [\d.]+k/s, [\d.]+ us \| [\d.]+k/s, "
+                     r"[\d.]+ us \| [\d.]+ \|$", out, re.M), out
+
+
 @pytest.mark.parametrize("pipeline, amount, records", [
     ("per_record", 1000, 1000), ("bulk", 1000, 1000),
     ("features", 1, 600), ("features_seeded", 2, 1200)])  # these two: epochs

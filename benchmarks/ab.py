@@ -1,0 +1,71 @@
+"""queuepipe against another checkout of itself: the same pipelines, in turn, on both paths.
+
+usage::
+
+    git worktree add --detach /tmp/before 03471a8 && (cd /tmp/before && python setup.py build_ext --inplace)
+    python benchmarks/ab.py /tmp/before --workload mnist tokens --repeat 3
+
+"Is this change slower?" on a shared host: a figure recorded in another session is taken on
+another machine state (a recorded baseline moved by 1.9x between two sessions for code that
+had not changed), so both trees run now, in turn. Each of ``bench.py``'s children (its
+pipelines, its workloads in ``--data``, this file's ``bench.py``) runs ``--repeat`` times
+with each tree's ``queuepipe`` first on ``PYTHONPATH`` (the other tree needs its compiled
+core built in place for the core path), alternating trees; printed are the median steady
+rate and steady CPU per record of each tree and their ratio, as a markdown table. Only
+CPU per record that several runs agree on means anything: the per-record pattern's two
+threads make its figure bimodal on this host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402  (beside this file)
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def runs(tree: str, name: str, data: str, workload: str, path: str, epochs: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    argv = bench.child_argv(name, data, epochs, bench.THREADS[name], workload, path=path)
+    return bench.launch(argv, env)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("before", help="the other checkout (its queuepipe/ is measured)")
+    ap.add_argument("--after", default=HERE, help="this checkout by default")
+    ap.add_argument("--data", default=bench.default_data())
+    ap.add_argument("--workload", nargs="+", default=["mnist"], choices=bench.WORKLOADS)
+    ap.add_argument("--pipeline", nargs="+", default=["qp_bulk", "qp_per_record"],
+                    choices=sorted(bench.THREADS))
+    ap.add_argument("--paths", nargs="+", default=["core", "pure"], choices=["core", "pure"])
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+    print("| path | workload | pipeline | before: rate, CPU / record | after | CPU after / "
+          "before |\n|---|---|---|---|---|---|")
+    for path in args.paths:
+        for workload in args.workload:
+            for name in args.pipeline:
+                got: dict = {args.before: [], args.after: []}
+                for _ in range(args.repeat):
+                    for tree in got:
+                        got[tree].append(runs(tree, name, args.data, workload, path,
+                                              args.epochs))
+                rate, cpu = ({tree: statistics.median(r[key] for r in results)
+                              for tree, results in got.items()}
+                             for key in ("steady", "steady_cpu_us"))
+                cells = [f"{rate[t] / 1000:.0f}k/s, {cpu[t]:.2f} us"
+                         for t in (args.before, args.after)]
+                print(f"| {path} | {workload} | {name} | {cells[0]} | {cells[1]} | "
+                      f"{cpu[args.after] / cpu[args.before]:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
