@@ -18,9 +18,11 @@ from setuptools.command.build_ext import build_ext
 from setuptools.errors import BaseError, CCompilerError
 
 CORE_SOURCES = [
+    "queuepipe/_core/columns.c",
     "queuepipe/_core/crc32c.c",
     "queuepipe/_core/frames.c",
     "queuepipe/_core/module.c",
+    "queuepipe/_core/module_columns.c",
     "queuepipe/_core/module_example.c",
     "queuepipe/_core/wire.c",
 ]

@@ -208,6 +208,8 @@ def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
     rank = ranks.pop()
     lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(items))
     inner = np.concatenate(indices).reshape(-1, rank) if len(items) > 1 else indices[0]
+    if rank == 1 and _plain_lists(inner[:, 0], lengths):
+        inner = None  # token lists, as parsed: no index to keep or move
     return Rows(np.concatenate(values) if len(items) > 1 else values[0], inner, lengths,
                 np.array(shapes, dtype=np.int64).reshape(len(items), rank))
 

@@ -164,6 +164,44 @@ def test_the_arena_is_compacted_and_grown_as_elements_come_and_go():
     assert rest == list(range(2000 - len(rest), 2000))
 
 
+def test_a_compaction_moves_the_arena_in_place_and_keeps_no_index_for_lists():
+    # elements of per-element token lists, put in groups as a batching runner puts them:
+    # the arena is compacted where it is (a new one costs fresh pages), and no index arena
+    # is kept for plain lists
+    q = qp.RandomShuffleQueue(64, 0, [qp.int64], shapes=[None], seed=1)
+    stage = q._add_stage()
+    held, arenas, put = [], set(), 0
+    for i in range(600):
+        stage.extend(q._spec.staged(sv(np.full(i % 40 + 1, i))) for _ in range(1))
+        put += 1
+        if len(stage) == 8:
+            q._put_staged(stage)
+            column = q._columns[0]
+            arenas.add(id(column.values))
+        if q.size() >= 48:
+            held.extend(row[0] for row in lists_of(q.dequeue_many(40)))
+    column = q._columns[0]
+    assert column.listed and len(column.inner) == 0
+    assert len(arenas) <= 4  # grown a few times, never remade to compact
+    q._put_staged(stage)
+    held.extend(row[0] for row in lists_of(q.dequeue_many(q.size())))
+    assert Counter(held) == Counter(range(put))
+
+
+def test_a_compaction_of_strings_drops_the_references_it_moved_past():
+    q = qp.RandomShuffleQueue(64, 0, [qp.string], shapes=[None], seed=1)
+    compactions, fill = 0, 0
+    for i in range(400):
+        q.enqueue(sv([b"%d" % i] * (i % 7 * 10 + 1), dtype=object))
+        if q.size() >= 40:
+            q.dequeue_many(30)
+        column = q._columns[0]
+        compactions += column.live and column.fill < fill
+        fill = column.fill
+        assert all(v is None for v in column.values[column.fill:])
+    assert compactions >= 3
+
+
 def test_a_sparse_value_of_another_rank_fails_its_enqueue_and_names_the_component():
     q = qp.FIFOQueue(4, [qp.int64], shapes=[None], names=["tokens"], name="q")
     q.enqueue({"tokens": sv([1, 2])})
@@ -384,3 +422,62 @@ def test_components_of_one_dtype_and_shape_share_a_table_and_leave_whole(kind, o
         q.close()
         while held:
             held.difference_update(check(q.dequeue_up_to(4)))
+
+
+def _random_segments(rng, rows):
+    """Segments in increasing order without overlap in an arena of ``rows`` rows; sometimes
+    one of them broken (negative, out of order, past the end, near 2**63)."""
+    cuts = np.sort(rng.integers(0, rows + 1, size=2 * rng.integers(0, 12)))
+    starts, lengths = cuts[0::2].astype(np.int64), (cuts[1::2] - cuts[0::2]).astype(np.int64)
+    if len(starts) and rng.random() < 0.5:
+        i = rng.integers(len(starts))
+        broken = [(-1, None), (None, -1), (rows + 1, None), (None, rows + 1),
+                  (2**62, None), (None, 2**63 - 1), (starts[i - 1] if i else None, None)]
+        start, length = broken[rng.integers(len(broken))]
+        starts[i] = starts[i] if start is None else start
+        lengths[i] = lengths[i] if length is None else length
+    return starts, lengths
+
+
+@pytest.mark.skipif(_columns.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_compacts_segments_as_the_pure_twin_does(seed):
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(0, 40))
+    shape = [(rows,), (rows, 1), (rows, 3)][rng.integers(3)]
+    dtype = [np.int64, np.float32, np.uint8][rng.integers(3)]
+    arena = rng.integers(0, 100, size=shape).astype(dtype)
+    starts, lengths = _random_segments(rng, rows)
+    outcomes = []
+    for compact in (_columns.core.compact_segments, _columns._compact_segments):
+        mine = arena.copy()
+        try:
+            outcomes.append((compact(mine, starts.copy(), lengths.copy()), mine.tolist()))
+        except ValueError as e:
+            outcomes.append((str(e), mine.tolist()))
+    assert outcomes[0] == outcomes[1]
+    if isinstance(outcomes[0][0], int):  # the segments, one after the other
+        expected = [row for s, n in zip(starts, lengths) for row in arena[s:s + n].tolist()]
+        assert outcomes[0][1][:outcomes[0][0]] == expected
+    else:  # nothing moved
+        assert outcomes[0][1] == arena.tolist()
+
+
+@pytest.mark.parametrize("compact", ["core", "pure"])
+def test_compact_segments_refuses_what_it_cannot_move_naming_it(compact):
+    if compact == "core" and _columns.core is None:
+        pytest.skip("the compiled core is not loaded")
+    compact = _columns.core.compact_segments if compact == "core" else \
+        _columns._compact_segments
+    arena = np.arange(10, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^compact_segments: segment 1 \(start 2, length 1\) "
+                                         r"begins before the end of the segment before it$"):
+        compact(arena, np.array([2, 2]), np.array([1, 1]))
+    with pytest.raises(ValueError, match=r"^compact_segments: the arena must be a writable "
+                                         r"C-contiguous array of numbers$"):
+        compact(np.array([b"x"], dtype=object), np.array([0]), np.array([1]))
+    with pytest.raises(ValueError, match=r"^compact_segments: lengths must be a C-contiguous "
+                                         r"array of int64$"):
+        compact(arena, np.array([0]), np.array([1], dtype=np.int32))
+    assert arena.tolist() == list(range(10))

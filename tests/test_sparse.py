@@ -40,6 +40,20 @@ def test_stack_gives_tf_batched_indices_values_and_dense_shape():
     assert batch.dense_shape.tolist() == [3, 2]
 
 
+def test_stack_keeps_no_indices_for_plain_lists_only():
+    # per-element token lists as parse_single_example makes them: a queue then stores and
+    # moves no index for them (the same batch comes out: to_sparse makes the indices)
+    lists = [SparseValue(np.arange(n, dtype=np.int64)[:, None], np.arange(n) + 10,
+                         np.array([n])) for n in (2, 0, 3)]
+    rows = sparse.stack(lists, np.dtype(np.int64), "test")
+    assert rows.inner is None
+    assert rows.to_sparse().indices.tolist() == [[0, 0], [0, 1], [2, 0], [2, 1], [2, 2]]
+    shifted = lists[:2] + [SparseValue(np.array([[1], [2], [4]]), np.arange(3), np.array([5]))]
+    rows = sparse.stack(shifted, np.dtype(np.int64), "test")
+    assert rows.inner is not None and rows.inner[:, 0].tolist() == [0, 1, 1, 2, 4]
+    assert rows.to_sparse().indices.tolist() == [[0, 0], [0, 1], [2, 1], [2, 2], [2, 4]]
+
+
 def test_stack_refuses_elements_of_different_ranks():
     items = [SparseValue(np.array([[0]]), np.array([1]), np.array([1])),
              SparseValue(np.array([[0, 0]]), np.array([1]), np.array([1, 1]))]

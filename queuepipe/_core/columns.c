@@ -1,0 +1,49 @@
+/* The sparse columns' arenas: see columns.h. */
+#include "columns.h"
+
+#include <string.h>
+
+/* Checks segment i against the end of the one before it and the arena's end. */
+static qp_columns_status
+check_segment(int64_t start, int64_t length, size_t previous_end, size_t n_items)
+{
+    if (start < 0 || length < 0)
+        return QP_COLUMNS_NEGATIVE;
+    if ((uint64_t)start < previous_end)
+        return QP_COLUMNS_ORDER;
+    if ((uint64_t)start > n_items || (uint64_t)length > n_items - (uint64_t)start)
+        return QP_COLUMNS_PAST_END;
+    return QP_COLUMNS_OK;
+}
+
+qp_columns_status
+qp_columns_compact(uint8_t *arena, size_t n_items, size_t item_bytes, const int64_t *starts,
+                   const int64_t *lengths, size_t n_segments, size_t *n_live, size_t *bad)
+{
+    size_t previous_end = 0;
+    for (size_t i = 0; i < n_segments; i++) {
+        qp_columns_status status = check_segment(starts[i], lengths[i], previous_end, n_items);
+        if (status != QP_COLUMNS_OK) {
+            *bad = i;
+            return status;
+        }
+        previous_end = (size_t)starts[i] + (size_t)lengths[i];
+    }
+    /* Every segment lies in [cursor, n_items): each check above holds, and the cursor
+     * stays at or below the start of the segment it moves. The bounds are checked again
+     * here, so that this pass trusts nothing the first one found. */
+    size_t cursor = 0;
+    for (size_t i = 0; i < n_segments; i++) {
+        size_t start = (size_t)starts[i], length = (size_t)lengths[i];
+        if (start < cursor || start > n_items || length > n_items - start) {
+            *bad = i;
+            return QP_COLUMNS_ORDER;
+        }
+        if (start != cursor && length)
+            memmove(arena + cursor * item_bytes, arena + start * item_bytes,
+                    length * item_bytes);
+        cursor += length;
+    }
+    *n_live = cursor;
+    return QP_COLUMNS_OK;
+}

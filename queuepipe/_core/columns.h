@@ -1,0 +1,32 @@
+/* The sparse columns' arenas (queuepipe/_columns.py): moves of segments, checked. No Python,
+ * no allocation.
+ *
+ * An arena is a flat array of items (a value, or a row of indices) in which each element a
+ * queue holds has a segment: `length` items from `start`. Elements leave in any order and
+ * leave holes; a compaction moves the live segments to the arena's front.
+ */
+#ifndef QP_COLUMNS_H
+#define QP_COLUMNS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Why a compaction refused its segments (nothing was moved then). */
+typedef enum {
+    QP_COLUMNS_OK = 0,
+    QP_COLUMNS_NEGATIVE = 1, /* a start or a length below 0 */
+    QP_COLUMNS_ORDER = 2,    /* a segment begins before the end of the one before it */
+    QP_COLUMNS_PAST_END = 3  /* a segment ends past the arena's end */
+} qp_columns_status;
+
+/* Moves the n_segments segments of arena (n_items items of item_bytes bytes each), segment
+ * i being lengths[i] items from starts[i], to the arena's front one after the other, in
+ * place. The segments must lie in the arena in increasing order without overlapping: each
+ * then moves down (or stays), and the items in front of it have been read already. On
+ * QP_COLUMNS_OK, *n_live is the number of items now at the front; otherwise nothing moved
+ * and *bad is the first segment refused. */
+qp_columns_status qp_columns_compact(uint8_t *arena, size_t n_items, size_t item_bytes,
+                                     const int64_t *starts, const int64_t *lengths,
+                                     size_t n_segments, size_t *n_live, size_t *bad);
+
+#endif
