@@ -560,12 +560,14 @@ class SparseColumn:
     def write_one(self, row: int, value: SparseValue) -> None:
         indices, values, dense_shape = value
         self._set_rank(len(dense_shape))
-        self._unlist()
+        if self.listed and not sparse.is_list(indices):
+            self._unlist()
         total = len(values)
         self._room(total)
         group = self.group
         self.values[self.fill:self.fill + total] = values
-        self.inner[self.fill:self.fill + total] = indices
+        if not self.listed:
+            self.inner[self.fill:self.fill + total] = indices
         group.start[row, self.k] = self.fill
         group.length[row, self.k] = total
         group.shape[row, self.offset:self.offset + len(dense_shape)] = dense_shape

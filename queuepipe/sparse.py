@@ -28,7 +28,7 @@ import numpy as np
 from queuepipe.errors import InvalidArgumentError
 
 __all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
-           "batch_size", "places", "segments", "list_indices"]
+           "batch_size", "places", "segments", "list_indices", "is_list"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -326,6 +326,11 @@ def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
     if not (indices[:, 1] == places).all():
         return None
     return lengths
+
+
+def is_list(indices: np.ndarray) -> bool:
+    """True when ``indices [N, rank]`` are those of a plain list: rank 1, ``0 .. N - 1``."""
+    return indices.shape[1] == 1 and bool((indices[:, 0] == _counting(len(indices))).all())
 
 
 def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
