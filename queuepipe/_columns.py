@@ -168,8 +168,8 @@ class DenseColumn:
     def stack(self, values: Sequence[Any]) -> np.ndarray:
         """Elements checked by the queue (the column's dtype and row shape) as a raw batch.
 
-        Numeric rows are joined as bytes (an array's or a NumPy scalar's buffer holds its
-        values in the column's layout): ``np.array`` copies row by row and releases the GIL
+        Numeric rows are joined as bytes (a staged array's bytes, or an array's or a NumPy
+        scalar's buffer, holds its values in the column's layout): ``np.array`` copies row by row and releases the GIL
         for each row of a few hundred elements, a thread switch per element when several
         producers run. A value that is not C-contiguous has no such buffer and makes it take
         ``np.array``.

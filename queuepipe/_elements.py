@@ -160,7 +160,7 @@ class Components:
         self.kinds: List[Optional[bool]] = []
         self.ranks: List[Optional[int]] = []
         # Return an element's components when all are as stored (see _acceptance), else None:
-        # ``accept`` the values themselves, ``accept_owned`` copies of its arrays (staged).
+        # ``accept`` the values themselves, ``accept_owned`` as :meth:`staged` keeps them.
         self.accept: Optional[Callable[[Any], Optional[List[Any]]]] = None
         self.accept_owned: Optional[Callable[[Any], Optional[List[Any]]]] = None
         if self.dtypes is not None:
@@ -328,7 +328,7 @@ class Components:
         :meth:`convert` would return unchanged (a value of the component's exact scalar
         type, ``bytes`` for a string scalar, an ndarray of its dtype and shape, or a
         SparseValue of its dtype and rank), else None: ``accept`` returns the values,
-        ``accept_owned`` copies of their arrays, as :meth:`staged` keeps them. Both None
+        ``accept_owned`` what :meth:`staged` keeps of them. Both None
         when some component has no fixed shape and is not sparse (its values are copied,
         not kept), or is a string array.
 
@@ -364,11 +364,11 @@ class Components:
                 continue
             array = (f"type(c{i}) is ndarray and (c{i}.dtype is dtype{i} or c{i}.dtype == "
                      f"dtype{i}) and c{i}.shape == shape{i}")
-            owned.append(f"c{i}.copy()")
+            owned.append(f"c{i}.tobytes()")
             if shape == () and dtype.isnative:
                 namespace[f"scalar{i}"] = dtype.type
                 array = f"type(c{i}) is scalar{i} or {array}"
-                owned[-1] = f"c{i} if type(c{i}) is scalar{i} else c{i}.copy()"
+                owned[-1] = f"c{i} if type(c{i}) is scalar{i} else c{i}.tobytes()"
             checks.append(f"({array})")
         count = len(self.known_dtypes)
         values = ", ".join(f"c{i}" for i in range(count))
@@ -515,10 +515,13 @@ class Components:
         return values
 
     def staged(self, vals: Any) -> List[Any]:
-        """:meth:`element`, owning its arrays: for an element that waits on a stage for its
+        """:meth:`element`, owning its values: for an element that waits on a stage for its
         put while its producer runs again. A producer may fill and return one reused array
         (a common speed idiom); ``enqueue`` copies into the columns at once, as TF does, and a
-        stage must not keep a reference either."""
+        stage must not keep a reference either. A numeric array of fixed shape is kept as its
+        bytes (what a column's ``stack`` joins): ``tobytes`` copies with the GIL held, where
+        NumPy's ``copy`` of more than 500 items lets go of it, and with two runner threads
+        that is a hand-over of the GIL per element (a 784-byte image)."""
         accept_owned = self.accept_owned
         if accept_owned is not None:
             values = accept_owned(vals)
@@ -528,7 +531,7 @@ class Components:
         for i, value in enumerate(values):
             if type(value) is np.ndarray:
                 if self.dense_shape(i) is not None:  # (element() copied the others)
-                    values[i] = value.copy()
+                    values[i] = value.copy() if value.dtype.kind == "O" else value.tobytes()
             elif type(value) is SparseValue:
                 values[i] = SparseValue(value.indices.copy(), value.values.copy(),
                                         value.dense_shape.copy())

@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import os
 import struct
+import sys
 import textwrap
 import threading
 import time
@@ -130,3 +131,35 @@ def mnist_like(tmp_path, n=5, compress=True):
     images_path = write_idx(tmp_path / f"train-images-idx3-ubyte{suffix}", images, compress)
     labels_path = write_idx(tmp_path / f"train-labels-idx1-ubyte{suffix}", labels, compress)
     return images, labels, images_path, labels_path
+
+
+def runs_beside(work) -> list:
+    """Whether the main thread ran while a thread did ``work()``, per attempt (up to 5, until
+    it did once).
+
+    With a switch interval far longer than the test, a thread holding the GIL keeps it until
+    it lets go itself. The main thread waits for the working thread to start; it can run
+    again before the work ends only if the work let go of the GIL. (If the machine does not
+    schedule the main thread during one attempt, the next one sees it.)"""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
+    try:
+        overlapped = []
+        for _ in range(5):
+            started, done = threading.Event(), threading.Event()
+
+            def run():
+                started.set()
+                work()
+                done.set()
+
+            thread = threading.Thread(target=run, name="gil-work")
+            thread.start()
+            started.wait()
+            overlapped.append(not done.is_set())
+            thread.join()
+            if overlapped[-1]:
+                break
+    finally:
+        sys.setswitchinterval(switch)
+    return overlapped

@@ -20,7 +20,7 @@ from unittest import mock
 import crc32c as crc32c_package
 import numpy as np
 import pytest
-from helpers import fuzz_target
+from helpers import fuzz_target, runs_beside
 from hypothesis import given, settings, strategies as st
 
 from queuepipe import _core, _frames, cli
@@ -297,41 +297,9 @@ def test_four_threads_scan_at_once_and_every_value_is_right(core, tmp_path):
     assert all(result == records for result in results)
 
 
-def _runs_beside(work) -> list:
-    """Whether the main thread ran while a thread did ``work()``, per attempt (up to 5, until
-    it did once).
-
-    With a switch interval far longer than the test, a thread holding the GIL keeps it until
-    it lets go itself. The main thread waits for the working thread to start; it can run
-    again before the work ends only if the work let go of the GIL. (If the machine does not
-    schedule the main thread during one attempt, the next one sees it.)"""
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(100.0)
-    try:
-        overlapped = []
-        for _ in range(5):
-            started, done = threading.Event(), threading.Event()
-
-            def run():
-                started.set()
-                work()
-                done.set()
-
-            thread = threading.Thread(target=run, name="gil-work")
-            thread.start()
-            started.wait()
-            overlapped.append(not done.is_set())
-            thread.join()
-            if overlapped[-1]:
-                break
-    finally:
-        sys.setswitchinterval(switch)
-    return overlapped
-
-
 def test_the_scan_releases_the_gil(core):
     buffer = b"".join(_frames._frame(bytes(1 << 20)) for _ in range(64))
-    overlapped = _runs_beside(lambda: core.scan_frames(buffer, 0, len(buffer), 64, 0))
+    overlapped = runs_beside(lambda: core.scan_frames(buffer, 0, len(buffer), 64, 0))
     assert overlapped[-1], f"the main thread never ran during a scan: {overlapped}"
 
 
@@ -348,14 +316,14 @@ def _walk(core, records) -> None:
 
 def test_the_walk_of_a_chunk_releases_the_gil(core):
     chunk = [_TOKENS] * 200_000
-    overlapped = _runs_beside(lambda: _walk(core, chunk))
+    overlapped = runs_beside(lambda: _walk(core, chunk))
     assert overlapped[-1], f"the main thread never ran during a walk: {overlapped}"
 
 
 def test_walks_of_one_small_record_each_keep_the_gil(core):
     # letting go of the GIL for one record cost more than the walk: two runner threads that
     # parse a record per call handed the GIL to each other on every call (_core/gil.h)
-    overlapped = _runs_beside(lambda: [_walk(core, [_TOKENS]) for _ in range(20_000)])
+    overlapped = runs_beside(lambda: [_walk(core, [_TOKENS]) for _ in range(20_000)])
     assert overlapped == [False] * 5, overlapped
 
 

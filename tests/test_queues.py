@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import producers_and_consumers
+from helpers import producers_and_consumers, runs_beside
 
 import queuepipe as qp
 from queuepipe import _queue_base, queues
@@ -1214,3 +1214,28 @@ def test_enqueue_many_of_empty_lists_converts_them_as_tf_does():
     assert q.size() == 0
     with pytest.raises(InvalidArgumentError, match=r"expected dtype int32"):
         q.enqueue_many((np.zeros(0, np.float64), []))  # an array keeps its dtype's rules
+
+
+def test_staging_rows_of_fixed_shape_keeps_the_gil():
+    # NumPy's copy of more than 500 items lets go of the GIL; two runner threads staging a
+    # 784-byte image each then handed the GIL to each other on every element
+    q = qp.RandomShuffleQueue(10, 0, [qp.uint8, qp.int64], shapes=[[784], []],
+                              names=["image", "label"])
+    element = {"image": np.zeros(784, np.uint8), "label": np.int64(3)}
+    overlapped = runs_beside(lambda: [q._spec.staged(element) for _ in range(20_000)])
+    assert overlapped == [False] * 5, overlapped
+
+
+@pytest.mark.parametrize("staged", [1, 3])
+def test_staged_rows_go_in_whole_alone_or_in_groups(staged):
+    q = qp.FIFOQueue(10, [qp.uint8, qp.float32], shapes=[[784], [2, 2]])
+    stage = q._add_stage()
+    rows = [(np.full(784, i, np.uint8), np.full((2, 2), i / 2, np.float32)) for i in range(staged)]
+    for image, box in rows:
+        stage.append(q._spec.staged((image, box)))
+        image[:] = 99  # a producer reusing its arrays changes nothing staged
+        box[:] = 99
+    q._put_staged(stage)
+    images, boxes = q.dequeue_many(staged)
+    assert images.tolist() == [[i] * 784 for i in range(staged)]
+    assert boxes.tolist() == [[[i / 2] * 2] * 2 for i in range(staged)]
