@@ -564,18 +564,29 @@ class QueueBase:
             self._wake_consumers()
         return self._size() >= need
 
-    def _staged(self, stage: collections.deque) -> None:
+    def _staged(self, stage: collections.deque) -> int:
         """Called after an element was appended to ``stage`` while a dequeue waits: if the
         waiting dequeue could go on with what is staged, puts it now and wakes the dequeue.
         Takes the lock only then (the unlocked estimate errs high by the one element a
-        concurrent put may hold). This stage alone is counted first: with one producer
-        thread it is all there is."""
+        concurrent put may hold, per stage).
+
+        Returns how many more elements ``stage`` may take before the next call is due: the
+        elements still missing, shared out over the stages (at least 1). Fewer calls, not a
+        later wake-up: if the other stages do not grow meanwhile, this one alone brings the
+        total to the need exactly when its count runs out; if they do, their own calls see
+        it. (A put by another op that leaves the dequeue short wakes nobody, and the counts
+        were taken before it: the next group's first call sees it, or this count's end.)"""
         need = min(self._needs, default=self._capacity + 1)
         size = self._size()
-        if size < need and (need <= size + len(stage) + 1 or need <= size + len(self._stages)
-                            + sum(map(len, self._stages))):
+        if size >= need:
+            return 1
+        stages = self._stages
+        missing = need - size - len(stages) - sum(map(len, stages))
+        if missing <= 0:
             with self._lock:
                 self._wake_consumers()
+            return 1
+        return -(-missing // len(stages))
 
     def _put_staged(self, stage: collections.deque) -> None:
         """Puts every element of ``stage``, blocking while the queue is full, as

@@ -608,6 +608,37 @@ def test_elements_produced_before_the_producer_blocks_reach_a_consumer_that_wait
     batches.close()
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 37])
+def test_a_waiting_dequeue_takes_its_last_element_as_soon_as_it_is_staged(n):
+    # The runner thread looks at a waiting dequeue only every few elements it stages (the
+    # ones still missing): never later than the element that completes the batch, even
+    # when the producer then blocks.
+    release = threading.Event()
+    made = []
+
+    def produce():
+        if 0 < len(made) < n:  # the consumer waits from the second element on
+            wait_until(lambda: batches.queue._queue._needs, "the dequeue waits")
+        if len(made) == n:
+            assert release.wait(10)
+            raise OutOfRangeError("done")
+        made.append(len(made))
+        return made[-1]
+
+    batches = batch(produce, n, capacity=100)
+    got = []
+    # (not the main thread: it waits in slices, and takes what is staged after each)
+    consumer = threading.Thread(target=lambda: got.append(batches.dequeue(timeout=5)),
+                                name="consumer")
+    try:
+        consumer.start()
+        consumer.join()
+        assert got and sorted(got[0].tolist()) == list(range(n))
+    finally:
+        release.set()
+        batches.close()
+
+
 def test_every_element_of_a_group_cut_short_by_a_failure_arrives_before_it():
     numbers = iter(range(100))
 

@@ -130,6 +130,7 @@ class _EnqueueOp:
         producer, to_queue, keep_input = self._producer, self._structure.to_queue, \
             self._keep_input
         stage = self._stage
+        until_check = 0  # elements to stage before the next look at a waiting dequeue
         try:
             for _ in range(group):
                 element = producer()
@@ -144,8 +145,12 @@ class _EnqueueOp:
                     real = self._queue._real(vals)
                     stage = self._stage = real._add_stage()
                 stage.append(real._spec.staged(vals))
-                if real._needs:  # a dequeue waits: it may go on with what is staged
-                    real._staged(stage)
+                if not real._needs:
+                    until_check = 0
+                else:  # a dequeue waits: it may go on with what is staged
+                    until_check -= 1
+                    if until_check <= 0:
+                        until_check = real._staged(stage)
                 if real._closed:  # stopping: put (or drop) what is staged now, not later
                     break
         except StopIteration as e:  # (keep_input's were translated by _kept)
