@@ -97,10 +97,7 @@ def _compact_segments(arena: Any, starts: Any, lengths: Any) -> int:
             or not arena.flags.writeable or not arena.flags.c_contiguous:
         raise ValueError("compact_segments: the arena must be a writable C-contiguous array "
                          "of numbers")
-    for name, given in (("starts", starts), ("lengths", lengths)):
-        if type(given) is not np.ndarray or given.dtype != np.int64 \
-                or not given.flags.c_contiguous:
-            raise ValueError(f"compact_segments: {name} must be a C-contiguous array of int64")
+    _check_int64("compact_segments", starts=starts, lengths=lengths)
     starts, lengths = starts.reshape(-1), lengths.reshape(-1)
     if len(starts) != len(lengths):
         raise ValueError(f"compact_segments: {len(starts)} starts but {len(lengths)} lengths")
@@ -125,6 +122,69 @@ def _compact_segments(arena: Any, starts: Any, lengths: Any) -> int:
 
 
 compact_segments = core.compact_segments if core is not None else _compact_segments
+
+
+def _gather_segments(arena: Any, starts: Any, lengths: Any, out: Any) -> None:
+    """Copies the segments of ``arena`` (along its first axis) that start at ``starts`` and
+    hold ``lengths`` rows (int64 arrays) one after the other into ``out``, an array of rows
+    like the arena's that the segments fill exactly. The pure twin of the core's
+    ``gather_segments``, which copies them with no index array made.
+
+    Raises:
+      ValueError: a segment lies outside the arena or ``out`` is not of their size (nothing
+        is copied), or an argument is not an array of the kind named.
+    """
+    if type(arena) is not np.ndarray or not arena.ndim or arena.dtype.kind == "O" \
+            or not arena.flags.c_contiguous:
+        raise ValueError("gather_segments: the arena must be a C-contiguous array of numbers")
+    _check_int64("gather_segments", starts=starts, lengths=lengths)
+    if type(out) is not np.ndarray or not out.ndim or out.dtype.kind == "O" \
+            or not out.flags.writeable or not out.flags.c_contiguous:
+        raise ValueError("gather_segments: out must be a writable C-contiguous array of numbers")
+    starts, lengths = starts.reshape(-1), lengths.reshape(-1)
+    if len(starts) != len(lengths):
+        raise ValueError(f"gather_segments: {len(starts)} starts but {len(lengths)} lengths")
+    if arena.shape[1:] != out.shape[1:] or memoryview(arena).format != memoryview(out).format:
+        raise ValueError("gather_segments: out's rows differ from the arena's")
+    rows = len(arena)
+    negative = (starts < 0) | (lengths < 0)
+    bad = np.flatnonzero(negative | (starts > rows) | (lengths > rows - starts))
+    first_bad = int(bad[0]) if len(bad) else len(starts)
+    filled = lengths[:first_bad].cumsum()
+    over = np.flatnonzero(filled > len(out))
+    if len(over) or (first_bad == len(starts) and (filled[-1] if len(filled) else 0)
+                     != len(out)):
+        raise ValueError(f"gather_segments: the segments do not hold the {len(out)} rows "
+                         f"of out")
+    if first_bad < len(starts):
+        reason = "has a negative start or length" if negative[first_bad] else \
+            "ends past the arena's end"
+        raise ValueError(f"gather_segments: segment {first_bad} (start {starts[first_bad]}, "
+                         f"length {lengths[first_bad]}) {reason}")
+    np.take(arena, sparse.segments(starts, lengths), axis=0, out=out)
+
+
+def _check_int64(function: str, **arrays: Any) -> None:
+    """Raises ValueError, as the core does, for an argument that is not a C-contiguous
+    int64 array."""
+    for name, given in arrays.items():
+        if type(given) is not np.ndarray or given.dtype != np.int64 \
+                or not given.flags.c_contiguous:
+            raise ValueError(f"{function}: {name} must be a C-contiguous array of int64")
+
+
+gather_segments = core.gather_segments if core is not None else _gather_segments
+
+
+def _gathered(arena: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+              total: int) -> np.ndarray:
+    """The rows of ``arena``'s segments (``total`` in all), one after the other, in a new
+    array; Python objects by NumPy, which counts their references."""
+    if arena.dtype.kind == "O":
+        return arena.take(sparse.segments(starts, lengths), axis=0)
+    out = np.empty((total,) + arena.shape[1:], dtype=arena.dtype)
+    gather_segments(arena, starts, lengths, out)
+    return out
 
 
 class DenseColumn:
@@ -383,12 +443,11 @@ class SparseColumns:
         """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``."""
         rows = _rows(index, len(self.start))
         lengths = self.length.take(rows, axis=0).T.copy()  # (members, n), a member's in order
+        starts = self.start.take(rows, axis=0).T.copy()
         shapes = self.shape.take(rows, axis=0)
-        gather = sparse.segments(self.start.take(rows, axis=0).T.ravel(), lengths.ravel())
-        ends = lengths.sum(axis=1).cumsum().tolist()
-        for member, first, last in zip(self.members, [0] + ends, ends):
-            out[member.component] = member.gathered(gather[first:last], lengths[member.k],
-                                                    shapes)
+        for member, total in zip(self.members, lengths.sum(axis=1).tolist()):
+            k = member.k
+            out[member.component] = member.gathered(starts[k], lengths[k], total, shapes)
 
     def clear(self, index: Any) -> None:
         """Frees rows ``index`` of every member."""
@@ -542,11 +601,13 @@ class SparseColumn:
         self.live += total
         return first
 
-    def gathered(self, gather: np.ndarray, lengths: np.ndarray, shapes: np.ndarray) -> sparse.Rows:
-        """The raw batch of the arena's values at ``gather``, of rows of ``lengths`` values
-        and the group's ``shapes`` table of the same rows."""
-        return sparse.Rows(self.values.take(gather),
-                           None if self.listed else self.inner.take(gather, axis=0), lengths,
+    def gathered(self, starts: np.ndarray, lengths: np.ndarray, total: int,
+                 shapes: np.ndarray) -> sparse.Rows:
+        """The raw batch of rows whose values lie in the arena at ``starts``, ``lengths`` of
+        them (``total`` in all), with the group's ``shapes`` table of the same rows."""
+        return sparse.Rows(_gathered(self.values, starts, lengths, total),
+                           None if self.listed else
+                           _gathered(self.inner, starts, lengths, total), lengths,
                            shapes[:, self.offset:self.offset + (self.rank or 0)])
 
     def taken(self, total: int) -> None:
@@ -579,8 +640,8 @@ class SparseColumn:
         group = self.group
         rows = _rows(index, len(group.start))
         lengths = group.length[rows, self.k]
-        gather = sparse.segments(group.start[rows, self.k], lengths)
-        return self.gathered(gather, lengths, group.shape.take(rows, axis=0))
+        return self.gathered(group.start[rows, self.k], lengths, int(lengths.sum()),
+                             group.shape.take(rows, axis=0))
 
     def read_one(self, row: int) -> SparseValue:
         group = self.group

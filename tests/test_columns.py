@@ -440,16 +440,20 @@ def _random_segments(rng, rows):
     return starts, lengths
 
 
+def _random_arena(rng):
+    """An arena of a few rows of some dtype and row shape, and _random_segments of it."""
+    rows = int(rng.integers(0, 40))
+    shape = [(rows,), (rows, 1), (rows, 3)][rng.integers(3)]
+    dtype = [np.int64, np.float32, np.uint8][rng.integers(3)]
+    return (rng.integers(0, 100, size=shape).astype(dtype),) + _random_segments(rng, rows)
+
+
 @pytest.mark.skipif(_columns.core is None, reason="the compiled core is not loaded")
 @settings(max_examples=300)
 @given(st.integers(0, 2**32 - 1))
 def test_the_core_compacts_segments_as_the_pure_twin_does(seed):
     rng = np.random.default_rng(seed)
-    rows = int(rng.integers(0, 40))
-    shape = [(rows,), (rows, 1), (rows, 3)][rng.integers(3)]
-    dtype = [np.int64, np.float32, np.uint8][rng.integers(3)]
-    arena = rng.integers(0, 100, size=shape).astype(dtype)
-    starts, lengths = _random_segments(rng, rows)
+    arena, starts, lengths = _random_arena(rng)
     outcomes = []
     for compact in (_columns.core.compact_segments, _columns._compact_segments):
         mine = arena.copy()
@@ -482,3 +486,47 @@ def test_compact_segments_refuses_what_it_cannot_move_naming_it(compact):
                                          r"array of int64$"):
         compact(arena, np.array([0]), np.array([1], dtype=np.int32))
     assert arena.tolist() == list(range(10))
+
+
+@pytest.mark.skipif(_columns.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_gathers_segments_as_the_pure_twin_does(seed):
+    rng = np.random.default_rng(seed)
+    arena, starts, lengths = _random_arena(rng)
+    rows, shape, dtype = len(arena), arena.shape, arena.dtype
+    rng.shuffle(order := np.arange(len(starts)))  # any order: a gather may repeat or cross
+    starts, lengths = starts[order].copy(), lengths[order].copy()
+    total = int(lengths[lengths > 0].sum()) if (lengths < rows + 1).all() else 0
+    total += [0, 0, 0, 1, -1][rng.integers(5)] if total else 0
+    outcomes = []
+    for gather in (_columns.core.gather_segments, _columns._gather_segments):
+        out = np.full((total,) + shape[1:], 7, dtype=dtype)
+        try:
+            outcomes.append((gather(arena, starts, lengths, out), out.tolist()))
+        except ValueError as e:
+            outcomes.append((str(e), out.tolist()))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][0] is None:  # the segments, one after the other
+        expected = [row for s, n in zip(starts, lengths) for row in arena[s:s + n].tolist()]
+        assert outcomes[0][1] == expected
+
+
+@pytest.mark.parametrize("gather", ["core", "pure"])
+def test_gather_segments_refuses_what_it_cannot_copy_naming_it(gather):
+    if gather == "core" and _columns.core is None:
+        pytest.skip("the compiled core is not loaded")
+    gather = _columns.core.gather_segments if gather == "core" else _columns._gather_segments
+    arena, out = np.arange(10, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^gather_segments: segment 1 \(start 9, length 2\) "
+                                         r"ends past the arena's end$"):
+        gather(arena, np.array([0, 9]), np.array([1, 2]), out)
+    with pytest.raises(ValueError, match=r"^gather_segments: the segments do not hold the 3 "
+                                         r"rows of out$"):
+        gather(arena, np.array([0]), np.array([2]), out)
+    with pytest.raises(ValueError, match=r"^gather_segments: out's rows differ from the "
+                                         r"arena's$"):
+        gather(arena, np.array([0]), np.array([3]), np.zeros(3, dtype=np.float64))
+    assert out.tolist() == [0, 0, 0]
+    gather(arena, np.array([7, 1]), np.array([1, 2]), out)
+    assert out.tolist() == [7, 1, 2]

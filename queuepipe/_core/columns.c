@@ -47,3 +47,39 @@ qp_columns_compact(uint8_t *arena, size_t n_items, size_t item_bytes, const int6
     *n_live = cursor;
     return QP_COLUMNS_OK;
 }
+
+qp_columns_status
+qp_columns_gather(const uint8_t *arena, size_t n_items, size_t item_bytes,
+                  const int64_t *starts, const int64_t *lengths, size_t n_segments,
+                  uint8_t *out, size_t n_out, size_t *bad)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n_segments; i++) {
+        qp_columns_status status = check_segment(starts[i], lengths[i], 0, n_items);
+        if (status != QP_COLUMNS_OK) {
+            *bad = i;
+            return status;
+        }
+        total += (size_t)lengths[i]; /* (each at most n_items: no overflow before n_out) */
+        if (total > n_out) {
+            *bad = n_segments;
+            return QP_COLUMNS_OUT_SIZE;
+        }
+    }
+    if (total != n_out) {
+        *bad = n_segments;
+        return QP_COLUMNS_OUT_SIZE;
+    }
+    /* As in qp_columns_compact, this pass checks its own bounds. */
+    size_t cursor = 0;
+    for (size_t i = 0; i < n_segments; i++) {
+        size_t start = (size_t)starts[i], length = (size_t)lengths[i];
+        if (start > n_items || length > n_items - start || length > n_out - cursor) {
+            *bad = i;
+            return QP_COLUMNS_PAST_END;
+        }
+        memcpy(out + cursor * item_bytes, arena + start * item_bytes, length * item_bytes);
+        cursor += length;
+    }
+    return QP_COLUMNS_OK;
+}

@@ -16,7 +16,8 @@ typedef enum {
     QP_COLUMNS_OK = 0,
     QP_COLUMNS_NEGATIVE = 1, /* a start or a length below 0 */
     QP_COLUMNS_ORDER = 2,    /* a segment begins before the end of the one before it */
-    QP_COLUMNS_PAST_END = 3  /* a segment ends past the arena's end */
+    QP_COLUMNS_PAST_END = 3, /* a segment ends past the arena's end */
+    QP_COLUMNS_OUT_SIZE = 4  /* the segments hold more or fewer items than the output */
 } qp_columns_status;
 
 /* Moves the n_segments segments of arena (n_items items of item_bytes bytes each), segment
@@ -28,5 +29,14 @@ typedef enum {
 qp_columns_status qp_columns_compact(uint8_t *arena, size_t n_items, size_t item_bytes,
                                      const int64_t *starts, const int64_t *lengths,
                                      size_t n_segments, size_t *n_live, size_t *bad);
+
+/* Copies the n_segments segments of arena (as above; in any order, overlapping or not) one
+ * after the other into out, which holds n_out items of item_bytes bytes: exactly as many as
+ * the segments. On an error nothing is copied and *bad is the segment refused (n_segments
+ * for QP_COLUMNS_OUT_SIZE). */
+qp_columns_status qp_columns_gather(const uint8_t *arena, size_t n_items, size_t item_bytes,
+                                    const int64_t *starts, const int64_t *lengths,
+                                    size_t n_segments, uint8_t *out, size_t n_out,
+                                    size_t *bad);
 
 #endif

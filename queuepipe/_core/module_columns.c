@@ -7,9 +7,9 @@
 #include "columns.h"
 #include "gil.h"
 
-/* Takes a C-contiguous buffer of int64 from obj into view. */
+/* Takes a C-contiguous buffer of int64 from obj into view (fn and what name it in errors). */
 static int
-int64_buffer(PyObject *obj, Py_buffer *view, const char *what)
+int64_buffer(PyObject *obj, Py_buffer *view, const char *fn, const char *what)
 {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
         PyErr_Clear();
@@ -21,17 +21,19 @@ int64_buffer(PyObject *obj, Py_buffer *view, const char *what)
         PyBuffer_Release(view);
         view->obj = NULL;
     }
-    PyErr_Format(PyExc_ValueError, "compact_segments: %s must be a C-contiguous array of "
-                 "int64", what);
+    PyErr_Format(PyExc_ValueError, "%s: %s must be a C-contiguous array of int64", fn, what);
     return -1;
 }
 
-/* Takes the arena, a writable C-contiguous array of numbers (not of Python objects, whose
- * references a raw move would duplicate), into view; its items are its rows. */
+/* Takes an arena (or an output), a C-contiguous array of numbers (not of Python objects,
+ * whose references a raw copy would duplicate), writable if asked, into view; its items are
+ * its rows. fn and what name it in errors. */
 static int
-arena_buffer(PyObject *obj, Py_buffer *view, size_t *n_items, size_t *item_bytes)
+arena_buffer(PyObject *obj, Py_buffer *view, int writable, const char *fn, const char *what,
+             size_t *n_items, size_t *item_bytes)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
         PyErr_Clear();
         view->obj = NULL;
     } else if (view->ndim >= 1 && view->format != NULL && strchr(view->format, 'O') == NULL) {
@@ -42,8 +44,8 @@ arena_buffer(PyObject *obj, Py_buffer *view, size_t *n_items, size_t *item_bytes
         PyBuffer_Release(view);
         view->obj = NULL;
     }
-    PyErr_SetString(PyExc_ValueError, "compact_segments: the arena must be a writable "
-                    "C-contiguous array of numbers");
+    PyErr_Format(PyExc_ValueError, "%s: %s must be a %sC-contiguous array of numbers", fn,
+                 what, writable ? "writable " : "");
     return -1;
 }
 
@@ -51,7 +53,28 @@ static const char *const refusals[] = {
     [QP_COLUMNS_NEGATIVE] = "has a negative start or length",
     [QP_COLUMNS_ORDER] = "begins before the end of the segment before it",
     [QP_COLUMNS_PAST_END] = "ends past the arena's end",
+    [QP_COLUMNS_OUT_SIZE] = "",
 };
+
+/* Raises the ValueError of a segment fn refused. */
+static void
+refuse_segment(const char *fn, size_t bad, const Py_buffer *starts, const Py_buffer *lengths,
+               qp_columns_status status)
+{
+    PyErr_Format(PyExc_ValueError, "%s: segment %zu (start %lld, length %lld) %s", fn, bad,
+                 (long long)((const int64_t *)starts->buf)[bad],
+                 (long long)((const int64_t *)lengths->buf)[bad], refusals[status]);
+}
+
+/* Releases the views taken (those with an object). */
+static void
+release_views(Py_buffer *views, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (views[i].obj)
+            PyBuffer_Release(&views[i]);
+    }
+}
 
 PyDoc_STRVAR(compact_segments_doc,
 "compact_segments(arena, starts, lengths) -> int\n\n"
@@ -64,44 +87,109 @@ static PyObject *
 py_compact_segments(PyObject *self, PyObject *args)
 {
     PyObject *arena_arg, *starts_arg, *lengths_arg, *result = NULL;
-    Py_buffer arena = {0}, starts = {0}, lengths = {0};
+    Py_buffer views[3] = {{0}}, *arena = &views[0], *starts = &views[1], *lengths = &views[2];
     size_t n_items, item_bytes, n_live = 0, bad = 0;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOO:compact_segments", &arena_arg, &starts_arg, &lengths_arg))
         return NULL;
-    if (arena_buffer(arena_arg, &arena, &n_items, &item_bytes) < 0
-        || int64_buffer(starts_arg, &starts, "starts") < 0
-        || int64_buffer(lengths_arg, &lengths, "lengths") < 0)
+    if (arena_buffer(arena_arg, arena, 1, "compact_segments", "the arena", &n_items,
+                     &item_bytes) < 0
+        || int64_buffer(starts_arg, starts, "compact_segments", "starts") < 0
+        || int64_buffer(lengths_arg, lengths, "compact_segments", "lengths") < 0)
         goto done;
-    if (starts.len != lengths.len) {
+    if (starts->len != lengths->len) {
         PyErr_Format(PyExc_ValueError, "compact_segments: %zd starts but %zd lengths",
-                     starts.len / 8, lengths.len / 8);
+                     starts->len / 8, lengths->len / 8);
         goto done;
     }
-    size_t n_segments = (size_t)starts.len / 8;
-    PyThreadState *saved = qp_gil_let_go((size_t)arena.len, QP_GIL_FREE_BYTES);
-    qp_columns_status status = qp_columns_compact(arena.buf, n_items, item_bytes, starts.buf,
-                                                  lengths.buf, n_segments, &n_live, &bad);
+    size_t n_segments = (size_t)starts->len / 8;
+    PyThreadState *saved = qp_gil_let_go((size_t)arena->len, QP_GIL_FREE_BYTES);
+    qp_columns_status status = qp_columns_compact(arena->buf, n_items, item_bytes,
+                                                  starts->buf, lengths->buf, n_segments,
+                                                  &n_live, &bad);
     qp_gil_take(saved);
     if (status != QP_COLUMNS_OK) {
-        PyErr_Format(PyExc_ValueError, "compact_segments: segment %zu (start %lld, length "
-                     "%lld) %s", bad, (long long)((const int64_t *)starts.buf)[bad],
-                     (long long)((const int64_t *)lengths.buf)[bad], refusals[status]);
+        refuse_segment("compact_segments", bad, starts, lengths, status);
         goto done;
     }
     result = PyLong_FromSize_t(n_live);
 done:
-    if (arena.obj)
-        PyBuffer_Release(&arena);
-    if (starts.obj)
-        PyBuffer_Release(&starts);
-    if (lengths.obj)
-        PyBuffer_Release(&lengths);
+    release_views(views, 3);
+    return result;
+}
+
+/* Whether two arrays have rows of one dtype and shape (their first axes aside). */
+static int
+same_rows(const Py_buffer *a, const Py_buffer *b)
+{
+    if (a->ndim != b->ndim || a->itemsize != b->itemsize || strcmp(a->format, b->format) != 0)
+        return 0;
+    for (int d = 1; d < a->ndim; d++) {
+        if (a->shape[d] != b->shape[d])
+            return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(gather_segments_doc,
+"gather_segments(arena, starts, lengths, out) -> None\n\n"
+"Copies the segments of arena (along its first axis) that start at starts and hold lengths\n"
+"rows (int64 arrays) one after the other into out, an array of rows like arena's that the\n"
+"segments fill exactly. ValueError, with nothing copied, for a segment outside the arena or\n"
+"an out of another size.");
+
+static PyObject *
+py_gather_segments(PyObject *self, PyObject *args)
+{
+    PyObject *arena_arg, *starts_arg, *lengths_arg, *out_arg, *result = NULL;
+    Py_buffer views[4] = {{0}}, *arena = &views[0], *starts = &views[1], *lengths = &views[2],
+              *out = &views[3];
+    size_t n_items, item_bytes, n_out, out_item_bytes, bad = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO:gather_segments", &arena_arg, &starts_arg, &lengths_arg,
+                          &out_arg))
+        return NULL;
+    if (arena_buffer(arena_arg, arena, 0, "gather_segments", "the arena", &n_items,
+                     &item_bytes) < 0
+        || int64_buffer(starts_arg, starts, "gather_segments", "starts") < 0
+        || int64_buffer(lengths_arg, lengths, "gather_segments", "lengths") < 0
+        || arena_buffer(out_arg, out, 1, "gather_segments", "out", &n_out,
+                        &out_item_bytes) < 0)
+        goto done;
+    if (starts->len != lengths->len) {
+        PyErr_Format(PyExc_ValueError, "gather_segments: %zd starts but %zd lengths",
+                     starts->len / 8, lengths->len / 8);
+        goto done;
+    }
+    if (!same_rows(arena, out)) {
+        PyErr_SetString(PyExc_ValueError, "gather_segments: out's rows differ from the "
+                        "arena's");
+        goto done;
+    }
+    size_t n_segments = (size_t)starts->len / 8;
+    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
+    qp_columns_status status = qp_columns_gather(arena->buf, n_items, item_bytes, starts->buf,
+                                                 lengths->buf, n_segments, out->buf, n_out,
+                                                 &bad);
+    qp_gil_take(saved);
+    if (status == QP_COLUMNS_OUT_SIZE) {
+        PyErr_Format(PyExc_ValueError, "gather_segments: the segments do not hold the %zu "
+                     "rows of out", n_out);
+        goto done;
+    }
+    if (status != QP_COLUMNS_OK) {
+        refuse_segment("gather_segments", bad, starts, lengths, status);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release_views(views, 4);
     return result;
 }
 
 static PyMethodDef columns_methods[] = {
     {"compact_segments", py_compact_segments, METH_VARARGS, compact_segments_doc},
+    {"gather_segments", py_gather_segments, METH_VARARGS, gather_segments_doc},
     {NULL, NULL, 0, NULL}};
 
 int
