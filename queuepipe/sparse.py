@@ -25,6 +25,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from queuepipe._core import core
 from queuepipe.errors import InvalidArgumentError
 
 __all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
@@ -357,23 +358,52 @@ def list_indices(lengths: np.ndarray, total: int, n: Optional[int] = None) -> np
     of ``lengths`` values, one after the other: int64 ``[total, 2]``. With ``n``, the lists
     are several batches of ``n`` elements one after the other, each numbered from 0."""
     out = np.empty((total, 2), dtype=np.int64)
-    out[:, 0], out[:, 1] = _list_columns(lengths, total, n)
+    fill_list_indices(np.ascontiguousarray(lengths, dtype=np.int64),
+                      n or max(1, len(lengths)), out)
     return out
 
 
-def _list_columns(lengths: np.ndarray, total: int,
-                  n: Optional[int] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """:func:`list_indices`' two columns, each a contiguous array (NumPy's calls on those
-    cost a fraction of theirs on a column of ``[total, 2]``)."""
+def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
+    """Writes to ``out`` (int64 ``[total, 2]``) the indices ``[list, place]`` of the values
+    of plain lists of ``lengths`` values each (int64), one after the other, list ``j``
+    numbered ``j % n``. The pure twin of the core's ``list_indices``, which writes them
+    with no array made.
+
+    Raises:
+      ValueError: a length is negative or the lengths do not add up to ``out``'s rows
+        (nothing is written), ``n`` is below 1, or an argument is not an array of the kind
+        named.
+    """
+    if type(lengths) is not np.ndarray or lengths.dtype != np.int64 \
+            or not lengths.flags.c_contiguous:
+        raise ValueError("list_indices: lengths must be a C-contiguous array of int64")
+    if type(out) is not np.ndarray or out.dtype != np.int64 or out.ndim != 2 \
+            or out.shape[1] != 2 or not out.flags.writeable or not out.flags.c_contiguous:
+        raise ValueError("list_indices: out must be a writable C-contiguous int64 array of "
+                         "[total, 2]")
+    if n < 1:
+        raise ValueError(f"list_indices: n must be at least 1, got {n}")
+    lengths = lengths.reshape(-1)
+    negative = np.flatnonzero(lengths < 0)
+    before = lengths[:negative[0] if len(negative) else len(lengths)]  # (each one < 2**63)
+    total = int(before.sum()) if not (before > len(out)).any() else len(out) + 1
+    if total > len(out) or (not len(negative) and total != len(out)):
+        raise ValueError(f"list_indices: the lengths do not add up to the {len(out)} rows of "
+                         f"out")
+    if len(negative):
+        raise ValueError(f"list_indices: list {negative[0]} has a negative length "
+                         f"({lengths[negative[0]]})")
     elements = _counting(len(lengths))
-    if n is not None and n != len(lengths):
-        elements = elements % n  # (n > 0: there are lists)
-    rows = elements.repeat(lengths)
+    if n != len(lengths):
+        elements = elements % n
     starts = lengths.cumsum()
     starts -= lengths
     places = starts.repeat(lengths)
-    np.subtract(_counting(total), places, out=places)
-    return rows, places
+    np.subtract(_counting(len(out)), places, out=places)
+    out[:, 0], out[:, 1] = elements.repeat(lengths), places
+
+
+fill_list_indices = core.list_indices if core is not None else _fill_list_indices
 
 
 # 0, 1, 2, ... (read-only, shared by every thread): _counting's views of it.

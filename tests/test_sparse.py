@@ -203,3 +203,44 @@ def test_rows_slice_concat_and_index_as_lists_do(cut):
     assert rows[-1].values.tolist() == [5, 6]
     with pytest.raises(IndexError):
         rows[4]
+
+
+@pytest.mark.skipif(sparse.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_makes_list_indices_as_the_pure_twin_does(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 6, size=rng.integers(0, 12)).astype(np.int64)
+    total = int(lengths.sum()) + [0, 0, 0, 1, -1][rng.integers(5)] if len(lengths) else 0
+    if len(lengths) and rng.random() < 0.3:  # a broken length
+        lengths[rng.integers(len(lengths))] = [-1, -2**63, 2**63 - 1, 7][rng.integers(4)]
+    n = int(rng.integers(0, 5)) or len(lengths)
+    outcomes = []
+    for fill in (sparse.core.list_indices, sparse._fill_list_indices):
+        out = np.full((max(total, 0), 2), -9, dtype=np.int64)
+        try:
+            outcomes.append((fill(lengths, n, out), out.tolist()))
+        except ValueError as e:
+            outcomes.append((str(e), out.tolist()))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][0] is None:
+        assert outcomes[0][1] == [[j % n, p] for j, k in enumerate(lengths) for p in range(k)]
+
+
+@pytest.mark.parametrize("fill", ["core", "pure"])
+def test_list_indices_refuse_lengths_that_do_not_fit_naming_them(fill):
+    if fill == "core" and sparse.core is None:
+        pytest.skip("the compiled core is not loaded")
+    fill = sparse.core.list_indices if fill == "core" else sparse._fill_list_indices
+    out = np.zeros((3, 2), dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^list_indices: list 1 has a negative length \(-1\)$"):
+        fill(np.array([1, -1, 3]), 2, out)
+    with pytest.raises(ValueError, match=r"^list_indices: the lengths do not add up to the 3 "
+                                         r"rows of out$"):
+        fill(np.array([1, 1]), 2, out)
+    with pytest.raises(ValueError, match=r"^list_indices: out must be a writable C-contiguous "
+                                         r"int64 array of \[total, 2\]$"):
+        fill(np.array([3]), 1, np.zeros((3, 3), dtype=np.int64))
+    assert out.tolist() == [[0, 0]] * 3
+    fill(np.array([2, 0, 1]), 2, out)
+    assert out.tolist() == [[0, 0], [0, 1], [0, 0]]

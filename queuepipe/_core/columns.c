@@ -83,3 +83,35 @@ qp_columns_gather(const uint8_t *arena, size_t n_items, size_t item_bytes,
     }
     return QP_COLUMNS_OK;
 }
+
+qp_columns_status
+qp_columns_list_indices(const int64_t *lengths, size_t n_lists, size_t per_batch,
+                        int64_t *out, size_t n_out, size_t *bad)
+{
+    size_t total = 0;
+    for (size_t j = 0; j < n_lists; j++) {
+        if (lengths[j] < 0) {
+            *bad = j;
+            return QP_COLUMNS_NEGATIVE;
+        }
+        if ((uint64_t)lengths[j] > n_out - total) {
+            *bad = n_lists;
+            return QP_COLUMNS_OUT_SIZE;
+        }
+        total += (size_t)lengths[j];
+    }
+    if (total != n_out) {
+        *bad = n_lists;
+        return QP_COLUMNS_OUT_SIZE;
+    }
+    /* This pass bounds its own writes by n_out. */
+    size_t row = 0;
+    for (size_t j = 0; j < n_lists; j++) {
+        int64_t list = (int64_t)(j % per_batch);
+        for (int64_t place = 0; place < lengths[j] && row < n_out; place++, row++) {
+            out[2 * row] = list;
+            out[2 * row + 1] = place;
+        }
+    }
+    return QP_COLUMNS_OK;
+}

@@ -39,4 +39,13 @@ qp_columns_status qp_columns_gather(const uint8_t *arena, size_t n_items, size_t
                                     size_t n_segments, uint8_t *out, size_t n_out,
                                     size_t *bad);
 
+/* Writes the indices [list, place] of the values of n_lists plain lists of lengths[j] values
+ * each, one after the other, to out (n_out rows of two int64, exactly as many as the values):
+ * list j numbered j % per_batch (several batches of per_batch lists, each counted from 0),
+ * place 0, 1, ... in it. On an error nothing is written and *bad is the list refused
+ * (n_lists for QP_COLUMNS_OUT_SIZE). per_batch >= 1. */
+qp_columns_status qp_columns_list_indices(const int64_t *lengths, size_t n_lists,
+                                          size_t per_batch, int64_t *out, size_t n_out,
+                                          size_t *bad);
+
 #endif

@@ -187,9 +187,64 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(list_indices_doc,
+"list_indices(lengths, n, out) -> None\n\n"
+"Writes to out (a writable C-contiguous int64 array of [total, 2]) the indices [list, place]\n"
+"of the values of plain lists of lengths values each (int64), one after the other: list j\n"
+"numbered j % n (n >= 1: batches of n lists, each counted from 0). ValueError, with nothing\n"
+"written, for a negative length or lengths that do not add up to out's rows.");
+
+static PyObject *
+py_list_indices(PyObject *self, PyObject *args)
+{
+    PyObject *lengths_arg, *out_arg, *result = NULL;
+    Py_ssize_t per_batch;
+    Py_buffer views[2] = {{0}}, *lengths = &views[0], *out = &views[1];
+    size_t n_out, row_bytes, bad = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO:list_indices", &lengths_arg, &per_batch, &out_arg))
+        return NULL;
+    if (int64_buffer(lengths_arg, lengths, "list_indices", "lengths") < 0)
+        goto done;
+    if (arena_buffer(out_arg, out, 1, "list_indices", "out", &n_out, &row_bytes) < 0
+        || out->ndim != 2 || out->shape[1] != 2 || out->itemsize != 8
+        || strchr("lq", out->format[0]) == NULL || out->format[1] != '\0') {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "list_indices: out must be a writable C-contiguous "
+                        "int64 array of [total, 2]");
+        goto done;
+    }
+    if (per_batch < 1) {
+        PyErr_Format(PyExc_ValueError, "list_indices: n must be at least 1, got %zd",
+                     per_batch);
+        goto done;
+    }
+    size_t n_lists = (size_t)lengths->len / 8;
+    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
+    qp_columns_status status = qp_columns_list_indices(lengths->buf, n_lists,
+                                                       (size_t)per_batch, out->buf, n_out,
+                                                       &bad);
+    qp_gil_take(saved);
+    if (status == QP_COLUMNS_NEGATIVE) {
+        PyErr_Format(PyExc_ValueError, "list_indices: list %zu has a negative length (%lld)",
+                     bad, (long long)((const int64_t *)lengths->buf)[bad]);
+        goto done;
+    }
+    if (status != QP_COLUMNS_OK) {
+        PyErr_Format(PyExc_ValueError, "list_indices: the lengths do not add up to the %zu "
+                     "rows of out", n_out);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release_views(views, 2);
+    return result;
+}
+
 static PyMethodDef columns_methods[] = {
     {"compact_segments", py_compact_segments, METH_VARARGS, compact_segments_doc},
     {"gather_segments", py_gather_segments, METH_VARARGS, gather_segments_doc},
+    {"list_indices", py_list_indices, METH_VARARGS, list_indices_doc},
     {NULL, NULL, 0, NULL}};
 
 int
