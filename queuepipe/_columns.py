@@ -147,6 +147,12 @@ def _gather_segments(arena: Any, starts: Any, lengths: Any, out: Any) -> None:
     if arena.shape[1:] != out.shape[1:] or memoryview(arena).format != memoryview(out).format:
         raise ValueError("gather_segments: out's rows differ from the arena's")
     rows = len(arena)
+    if not len(starts) or (starts.min() >= 0 and lengths.min() >= 0 and starts.max() <= rows
+                           and lengths.max() <= rows and (starts + lengths).max() <= rows
+                           and lengths.sum() == len(out)):  # (no sum overflows)
+        # (every index checked: "raise" would copy through a buffer)
+        np.take(arena, sparse.segments(starts, lengths), axis=0, out=out, mode="clip")
+        return
     negative = (starts < 0) | (lengths < 0)
     bad = np.flatnonzero(negative | (starts > rows) | (lengths > rows - starts))
     first_bad = int(bad[0]) if len(bad) else len(starts)
@@ -161,7 +167,7 @@ def _gather_segments(arena: Any, starts: Any, lengths: Any, out: Any) -> None:
             "ends past the arena's end"
         raise ValueError(f"gather_segments: segment {first_bad} (start {starts[first_bad]}, "
                          f"length {lengths[first_bad]}) {reason}")
-    np.take(arena, sparse.segments(starts, lengths), axis=0, out=out)
+    np.take(arena, sparse.segments(starts, lengths), axis=0, out=out, mode="clip")
 
 
 def _check_int64(function: str, **arrays: Any) -> None:

@@ -384,15 +384,9 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
     if n < 1:
         raise ValueError(f"list_indices: n must be at least 1, got {n}")
     lengths = lengths.reshape(-1)
-    negative = np.flatnonzero(lengths < 0)
-    before = lengths[:negative[0] if len(negative) else len(lengths)]  # (each one < 2**63)
-    total = int(before.sum()) if not (before > len(out)).any() else len(out) + 1
-    if total > len(out) or (not len(negative) and total != len(out)):
-        raise ValueError(f"list_indices: the lengths do not add up to the {len(out)} rows of "
-                         f"out")
-    if len(negative):
-        raise ValueError(f"list_indices: list {negative[0]} has a negative length "
-                         f"({lengths[negative[0]]})")
+    if (lengths.min() < 0 or lengths.max() > len(out) or lengths.sum() != len(out)) \
+            if len(lengths) else len(out):
+        _refuse_lengths(lengths, len(out))
     elements = _counting(len(lengths))
     if n != len(lengths):
         elements = elements % n
@@ -404,6 +398,18 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
 
 
 fill_list_indices = core.list_indices if core is not None else _fill_list_indices
+
+
+def _refuse_lengths(lengths: np.ndarray, rows: int) -> None:
+    """Raises the ValueError of the core's ``list_indices`` for ``lengths`` that do not fill
+    ``rows`` rows: the first negative length, unless the lengths before it overflow them."""
+    negative = np.flatnonzero(lengths < 0)
+    before = lengths[:negative[0] if len(negative) else len(lengths)]  # (each one < 2**63)
+    total = int(before.sum()) if not (before > rows).any() else rows + 1
+    if total > rows or not len(negative):
+        raise ValueError(f"list_indices: the lengths do not add up to the {rows} rows of out")
+    raise ValueError(f"list_indices: list {negative[0]} has a negative length "
+                     f"({lengths[negative[0]]})")
 
 
 # 0, 1, 2, ... (read-only, shared by every thread): _counting's views of it.
