@@ -18,7 +18,8 @@ excluded.
 
 * ``per_record``: the seeds' ``example()`` (``TFRecordReader.read``, ``parse_single_example``,
   ``decode_raw``) called by ``shuffle_batch``'s enqueue op into a shuffle queue of 10,384
-  elements, and ``dequeue_many(128)`` whenever it is nearly full.
+  elements, and ``dequeue_many(128)`` whenever it is nearly full. Fewer than about 10,200
+  records only fill the queue: ``--warm 12000`` counts the steady state, batches leaving.
 * ``bulk``: ``read_up_to(1024)``, ``parse_example``, ``decode_raw`` and ``enqueue_many`` into a
   shuffle queue of 20,000 elements, drained by ``dequeue_many(128)`` down to 10,128.
 * ``read``: ``read_up_to(1024)`` alone: framing and both checksums of every record, what the
@@ -53,7 +54,7 @@ EPOCHS = 3  # of the features pipelines' measured run (their baseline: one epoch
 
 
 def run(pipeline: str, data: str, records: int, threads: int = 1,
-        workload: str = "mnist") -> int:
+        workload: str = "mnist", warm: int = 0) -> int:
     """Runs ``pipeline`` over ``records`` records in this thread (the measured program), or
     for the features pipelines over ``records`` epochs; returns the records it ran over."""
     sys.path.insert(0, HERE)
@@ -100,7 +101,7 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
         op = _EnqueueOp(example, deferred, _Structure(), False, True)
         op()
         queue = deferred._queue
-        while queue.stats()["enqueued"] < records:
+        while queue.stats()["enqueued"] < warm + records:
             op()
             if queue.size() > capacity - 200:
                 queue.dequeue_many(bench.BATCH)
@@ -118,13 +119,13 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
 
 
 def instructions(pipeline: str, data: str, amount: int, threads: int,
-                 workload: str) -> Tuple[int, int]:
+                 workload: str, warm: int = 0) -> Tuple[int, int]:
     """The instructions valgrind counts for a whole run of ``pipeline`` over ``amount``
     (records, or epochs), and the records it ran over."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in every run
     argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
             os.path.abspath(__file__), pipeline, "--data", data, "--records", str(amount),
-            "--threads", str(threads), "--workload", workload, "--run"]
+            "--threads", str(threads), "--workload", workload, "--warm", str(warm), "--run"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     found = re.search(r"Collected : (\d+)", done.stderr)
     records = re.search(r"^records (\d+)$", done.stdout, re.M)
@@ -149,6 +150,9 @@ def main(argv=None) -> int:
                     help="enqueue threads of the features pipelines")
     ap.add_argument("--workload", default="mnist", choices=bench.WORKLOADS,
                     help="the workload of the features, parse and per_record pipelines")
+    ap.add_argument("--warm", type=int, default=0,
+                    help="per_record: records put (and batches taken) before the counted ones "
+                         "of both runs; 12000 fills the queue, so that batches leave too")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     pipelines = args.pipelines or ["per_record", "bulk"]
@@ -157,7 +161,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown pipeline(s) {unknown}: choose from {', '.join(PIPELINES)}")
     if args.run:
         ran = run(pipelines[0], os.path.abspath(args.data), args.records, args.threads,
-                  args.workload)
+                  args.workload, args.warm)
         print(f"records {ran}")
         return 0
     if args.records <= BASELINE:
@@ -165,7 +169,7 @@ def main(argv=None) -> int:
     for pipeline in pipelines:
         amounts = (EPOCHS, 1) if pipeline.startswith("features") else (args.records, BASELINE)
         (whole, records), (base, base_records) = (
-            instructions(pipeline, args.data, amount, args.threads, args.workload)
+            instructions(pipeline, args.data, amount, args.threads, args.workload, args.warm)
             for amount in amounts)
         print(f"{pipeline}: {(whole - base) / (records - base_records):,.0f} instructions per "
               f"record (callgrind, {records - base_records:,} records)", flush=True)
