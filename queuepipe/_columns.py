@@ -144,7 +144,7 @@ def _gather_segments(arena: Any, starts: Any, lengths: Any, out: Any) -> None:
     starts, lengths = starts.reshape(-1), lengths.reshape(-1)
     if len(starts) != len(lengths):
         raise ValueError(f"gather_segments: {len(starts)} starts but {len(lengths)} lengths")
-    if arena.shape[1:] != out.shape[1:] or memoryview(arena).format != memoryview(out).format:
+    if arena.shape[1:] != out.shape[1:] or arena.data.format != out.data.format:
         raise ValueError("gather_segments: out's rows differ from the arena's")
     rows = len(arena)
     if not len(starts) or (starts.min() >= 0 and lengths.min() >= 0 and starts.max() <= rows
