@@ -345,15 +345,16 @@ class Components:
             shape = self.dense_shape(i)
             if self.ranks[i] is not None and dtype.kind != "O":  # as parsers make them
                 namespace[f"dtype{i}"], namespace[f"rank{i}"] = dtype, self.ranks[i]
-                owned.append(f"new_tuple(SparseValue, (c{i}.indices.copy(), "
-                             f"c{i}.values.copy(), c{i}.dense_shape.copy()))")
+                # (each field read once, into i{i}, v{i}, d{i}: a namedtuple's field is a
+                # call each time)
+                owned.append(f"new_tuple(SparseValue, (i{i}.copy(), v{i}.copy(), "
+                             f"d{i}.copy()))")
                 checks.append(
-                    f"(type(c{i}) is SparseValue and type(c{i}.values) is ndarray and "
-                    f"c{i}.values.dtype == dtype{i} and c{i}.values.ndim == 1 and "
-                    f"type(c{i}.indices) is ndarray and c{i}.indices.dtype == int64 and "
-                    f"type(c{i}.dense_shape) is ndarray and c{i}.dense_shape.dtype == int64 "
-                    f"and c{i}.indices.shape == (len(c{i}.values), rank{i}) and "
-                    f"c{i}.dense_shape.shape == (rank{i},))")
+                    f"(type(c{i}) is SparseValue and type(v{i} := c{i}.values) is ndarray "
+                    f"and v{i}.dtype == dtype{i} and v{i}.ndim == 1 and "
+                    f"type(i{i} := c{i}.indices) is ndarray and i{i}.dtype == int64 and "
+                    f"type(d{i} := c{i}.dense_shape) is ndarray and d{i}.dtype == int64 "
+                    f"and i{i}.shape == (len(v{i}), rank{i}) and d{i}.shape == (rank{i},))")
                 continue
             if shape is None or (dtype.kind == "O" and shape != ()):
                 return None, None
