@@ -409,3 +409,57 @@ def test_the_walk_refuses_an_object_array_for_its_numbers(argument):
     arguments[argument] = np.empty(8, dtype=object)
     with pytest.raises(ValueError, match=r"is a buffer of Python objects, not of numbers$"):
         _core.core.walk_examples(*arguments)
+
+
+# -- walk_one: one record, every output made by the core ------------------------------------
+
+def test_one_record_walk_gives_every_record_its_own_writable_arrays():
+    # walk_one makes a bytearray per dense number feature: two records' outputs never share
+    # memory, and a default handed out is a copy, so writing to one output changes no other
+    spec = fz.SPECS[0]
+    held = _example(_entry(b"i", fz.field(3, fz.field(1, fz.varint(3)))),
+                    _entry(b"f", fz.field(2, fz.field(1, np.float32([1, 2]).tobytes()))),
+                    _entry(b"v", _INT64_LIST))
+    features = qp.parsing._example._example_features(spec)
+    first, second, bare = (_walkers.core_single(record, features)
+                           for record in (held, held, _example()))
+    assert first["i"] == 3 and first["f"].tolist() == [1.0, 2.0]
+    assert bare["i"] == -1 and bare["f"].tolist() == [0.5, 1.5]
+    for name in ("f", "v"):
+        values = [out[name] if name == "f" else out[name].values
+                  for out in (first, second, bare)]
+        assert all(v.flags.writeable for v in values)
+        assert not np.shares_memory(values[0], values[1])
+    bare["f"][:] = 9
+    assert _walkers.core_single(_example(), features)["f"].tolist() == [0.5, 1.5]
+
+
+def test_one_record_walk_leaves_what_the_batch_walk_leaves():
+    features = qp.parsing._example._example_features(fz.SPECS[1])
+    assert _walkers.core_single(_HOSTILE["truncated varint"], features) is None
+    assert _walkers.core_single(_example(_entry(b"i", _INT64_LIST)), features) is None  # no "s"
+
+
+@pytest.mark.parametrize("record, spec, problem", [
+    ("not bytes", ((b"i", 0, False, 1, True),), r"^walk_one\(\) argument 1 must be bytes"),
+    (b"", ((b"i", 0, False, 1, True), (b"i", 1, True, 1, False)),
+     r"^walk_one: spec\[1\] repeats a key$"),
+    (b"", ((b"i", 3, False, 1, True),), r"^walk_examples: spec\[0\] has dtype 3 \(not 0-2\)"),
+])
+def test_one_record_walk_refuses_bad_arguments(record, spec, problem):
+    with pytest.raises((TypeError, ValueError), match=problem):
+        _core.core.walk_one(record, spec)
+
+
+def test_the_walk_reads_a_spec_of_other_number_types_as_the_same_spec():
+    # spec items as queuepipe makes them are read directly; numbers of other types (NumPy
+    # ints, 0 and 1 for the flags) go through the argument parser, to the same walk
+    plain = ((b"v", 0, True, 1, False), (b"i", 0, False, 1, True))
+    other = ((b"v", np.int32(0), 1, np.int64(1), 0), (b"i", 0, 0, np.uint8(1), 1))
+    record = _example(_entry(b"v", _INT64_LIST), _entry(b"i", _INT64_LIST))
+    for walk in (lambda spec: _core.core.walk_one(record, spec),
+                 lambda spec: _core.core.walk_examples(
+                     [record], spec, (None, np.zeros(1, np.int64)), bytearray(2),
+                     bytearray(16), bytearray(1))):
+        found = [walk(spec) for spec in (plain, other)]
+        assert [list(map(bytes, f[:1])) for f in found] == [[np.int64([5]).tobytes()]] * 2

@@ -211,4 +211,6 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
         names = None if example_names is None else [example_names]
         batch = _parse_batch([serialized], parsed_features, names, walker=None, single=True)
         plain = {key: _unbatch(value) for key, value in batch.items()}
-    return _with_composites(plain, parsed_features)
+    if parsed_features.composite is None:  # (_with_composites, without a call per record)
+        return plain
+    return _composite.merge(plain, parsed_features.composite)
