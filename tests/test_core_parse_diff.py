@@ -463,3 +463,41 @@ def test_the_walk_reads_a_spec_of_other_number_types_as_the_same_spec():
                      bytearray(16), bytearray(1))):
         found = [walk(spec) for spec in (plain, other)]
         assert [list(map(bytes, f[:1])) for f in found] == [[np.int64([5]).tobytes()]] * 2
+
+
+# -- exact_bytes and join_equal: a batch of bytes checked and joined in one pass -------------
+
+class _Bytes(bytes):
+    """A bytes subclass: not exactly bytes, so both twins leave it to the general path."""
+
+
+_ITEMS = st.lists(st.one_of(st.binary(max_size=3), st.binary(min_size=2, max_size=2),
+                            st.builds(bytearray, st.binary(max_size=2)),
+                            st.builds(_Bytes, st.binary(max_size=2)), st.text(max_size=2),
+                            st.none(), st.integers(0, 3)), max_size=5)
+
+
+@settings(max_examples=300)
+@given(_ITEMS, st.sampled_from(["list", "tuple", "object array"]))
+def test_both_batch_checks_agree(items, form):
+    from queuepipe.parsing import _items
+
+    if form == "object array":
+        batch = np.empty(len(items), dtype=object)
+        batch[:] = items
+    else:
+        batch = tuple(items) if form == "tuple" else list(items)
+    for core, pure in ((_core.core.exact_bytes, _items.pure_exact_bytes),
+                       (_core.core.join_equal, _items.pure_join_equal)):
+        got, expected = core(batch), pure(batch)
+        assert type(got) is type(expected) and got == expected
+        assert got is None or list(map(type, got)) == list(map(type, expected))
+
+
+@pytest.mark.parametrize("batch", [np.empty((2, 2), dtype=object), np.empty(4, object)[::2],
+                                   np.zeros(3), "text", iter([b"a"])])
+def test_the_batch_checks_refuse_what_is_no_list_tuple_or_flat_object_array(batch):
+    for function in ("exact_bytes", "join_equal"):
+        with pytest.raises(TypeError, match=rf"^{function} takes a list, a tuple or a 1-D "
+                                            rf"object array, got "):
+            getattr(_core.core, function)(batch)

@@ -613,6 +613,117 @@ done:
     return result;
 }
 
+/* The items of a list, a tuple, or a C-contiguous 1-D object array (a NumPy array of dtype
+ * object: buffer format "O"), as *items and *n, borrowed while the GIL is held and nothing
+ * runs Python code; release view afterwards when view->obj is set. -1 with TypeError for
+ * anything else. */
+static int
+object_items(PyObject *obj, const char *function, Py_buffer *view, PyObject *const **items,
+             Py_ssize_t *n)
+{
+    view->obj = NULL;
+    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) {
+        *items = PySequence_Fast_ITEMS(obj);
+        *n = PySequence_Fast_GET_SIZE(obj);
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        view->obj = NULL;
+    }
+    else if (view->format != NULL && strcmp(view->format, "O") == 0 && view->ndim == 1
+             && view->itemsize == (Py_ssize_t)sizeof(PyObject *)) {
+        *items = (PyObject *const *)view->buf;
+        *n = view->len / (Py_ssize_t)sizeof(PyObject *);
+        return 0;
+    }
+    else {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+    }
+    PyErr_Format(PyExc_TypeError, "%s takes a list, a tuple or a 1-D object array, got %.80s",
+                 function, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* Whether every one of items[0:n] is exactly bytes (no subclass), each of `length` bytes
+ * when length >= 0. */
+static int
+all_bytes(PyObject *const *items, Py_ssize_t n, Py_ssize_t length)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL || !PyBytes_CheckExact(items[i])
+            || (length >= 0 && PyBytes_GET_SIZE(items[i]) != length))
+            return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(exact_bytes_doc,
+"exact_bytes(items) -> list or None\n\n"
+"A new list of items (a list, a tuple or a 1-D object array) when every one is exactly\n"
+"bytes, else None.");
+
+static PyObject *
+exact_bytes(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_buffer view;
+    PyObject *const *items;
+    Py_ssize_t n;
+    if (object_items(obj, "exact_bytes", &view, &items, &n) < 0)
+        return NULL;
+    PyObject *result = all_bytes(items, n, -1) ? PyList_New(n) : Py_NewRef(Py_None);
+    if (result != NULL && result != Py_None) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyList_SET_ITEM(result, i, Py_NewRef(items[i]));
+    }
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(join_equal_doc,
+"join_equal(items) -> bytearray or None\n\n"
+"The items (a list, a tuple or a 1-D object array of at least one item) one after the\n"
+"other in a new bytearray when every one is exactly bytes and all have the same length,\n"
+"else None.");
+
+static PyObject *
+join_equal(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_buffer view;
+    PyObject *const *items;
+    Py_ssize_t n;
+    if (object_items(obj, "join_equal", &view, &items, &n) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t length = n > 0 && items[0] != NULL && PyBytes_CheckExact(items[0])
+                        ? PyBytes_GET_SIZE(items[0]) : -1;
+    size_t total;
+    if (length < 0 || !all_bytes(items, n, length)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (__builtin_mul_overflow((size_t)n, (size_t)length, &total)
+        || total > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "join_equal: more bytes than memory holds");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (result == NULL)
+        goto done;
+    /* (allocating a bytearray runs no Python code: the items are the ones checked) */
+    char *out = PyByteArray_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++)
+        memcpy(out + (size_t)i * (size_t)length, PyBytes_AS_STRING(items[i]), (size_t)length);
+done:
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
 PyDoc_STRVAR(sparse_indices_doc,
 "sparse_indices(counts, n_rows, out) -> None\n\n"
 "The indices of VarLenFeatures' SparseValues from their counts: counts, an int64 buffer\n"
@@ -783,6 +894,8 @@ static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
     {"walk_examples_in", walk_examples_in, METH_VARARGS, walk_examples_in_doc},
     {"walk_one", walk_one, METH_VARARGS, walk_one_doc},
+    {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
+    {"join_equal", join_equal, METH_O, join_equal_doc},
     {"sparse_indices", sparse_indices, METH_VARARGS, sparse_indices_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
      walk_sequence_example_doc},
