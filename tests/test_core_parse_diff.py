@@ -63,6 +63,11 @@ _HOSTILE = {
     "truncated varint": _example(_entry(b"i", fz.field(3, fz.field(1, b"\x80\x80")))),
     "eleven-byte varint": _example(_entry(b"i", fz.field(3, fz.field(1, b"\xff" * 10 + b"\x01")))),
     "overlong varint value": _example(_entry(b"i", fz.field(3, fz.field(1, fz.overlong(5, 10))))),
+    # the walk reads varints of one and of two bytes inline
+    "two-byte varints": _example(_entry(b"v", fz.field(3, fz.field(1, b"".join(
+        fz.varint(n) for n in (127, 128, 300, 16383, 16384)))))),
+    "overlong two-byte varint": _example(_entry(b"i", fz.field(3, fz.field(1, b"\x85\x00")))),
+    "two-byte varint cut short": _example(_entry(b"v", fz.field(3, fz.field(1, b"\x05\x85")))),
     "bits past the 64th": _example(_entry(b"i", fz.field(3, fz.field(1, b"\xff" * 9 + b"\x7f")))),
     "overlong length": b"\x0a" + fz.overlong(0, 10),
     "overlong tag": fz.overlong(0x0A, 5) + b"\x00",
