@@ -46,6 +46,7 @@ Walker = Callable[[List[bytes], Sequence, Sequence], Sequence[int]]
 
 _DTYPE_CODES = {_dtypes.int64: 0, _dtypes.float32: 1, _dtypes.string: 2}  # wire.h's qp_dtype
 _arange = np.arange
+_INT64 = np.dtype(np.int64)
 
 
 def pure_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
@@ -165,15 +166,18 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     ``parse_single_example`` returns them (a NumPy scalar or ``bytes`` for a scalar, an array
     of the shape, a SparseValue with ``[N, 1]`` indices); None when the walk leaves the
     record. A few Python and NumPy calls per feature: this runs once per record."""
-    spec, steps = _single_plan(features)
-    found = _compiled().walk_one(record, spec)
+    try:
+        spec, steps = features.single_plan
+    except (AttributeError, TypeError):  # not planned yet, or a list that cannot keep it
+        spec, steps = _single_plan(features)
+    found = _core.core.walk_one(record, spec)
     if found is None:
         return None
     out = {}
     for (key, how, dtype, shape, size, default), result in zip(steps, found):
         if how == _SPARSE_NUMBERS:  # (_sparse_1d inlined)
             n = len(result) // dtype.itemsize
-            numbers = _arange(n + 1, dtype=np.int64)
+            numbers = _arange(n + 1, dtype=_INT64)
             out[key] = _new_sparse(SparseValue, (numbers[:n, None], _frombuffer(result, dtype),
                                                  numbers[n:]))
         elif how == _SCALAR:
