@@ -90,9 +90,12 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
         return np.frombuffer(input_bytes, dtype=wire).astype(dtype, copy=True)
     scalar = isinstance(input_bytes, (bytes, bytearray, memoryview, str))
     if not scalar and fixed_length is None:  # a batch of bytes of one length: one C pass
-        flat, shape = (input_bytes, (len(input_bytes),)) if type(input_bytes) is list else \
-            (input_bytes.ravel(), input_bytes.shape) if type(input_bytes) is np.ndarray \
-            and input_bytes.dtype == object else (None, ())
+        flat: Any = None
+        shape: Tuple[int, ...] = ()
+        if type(input_bytes) is list:
+            flat, shape = input_bytes, (len(input_bytes),)
+        elif type(input_bytes) is np.ndarray and input_bytes.dtype == object:
+            flat, shape = input_bytes.ravel(), input_bytes.shape
         joined = join_equal(flat) if flat is not None and len(flat) else None
         if joined is not None:
             return _decoded(joined, len(joined) // len(flat), dtype, wire, shape)

@@ -167,13 +167,13 @@ def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     of the shape, a SparseValue with ``[N, 1]`` indices); None when the walk leaves the
     record. A few Python and NumPy calls per feature: this runs once per record."""
     try:
-        spec, steps = features.single_plan
+        spec, steps = features.single_plan  # type: ignore[attr-defined]
     except (AttributeError, TypeError):  # not planned yet, or a list that cannot keep it
         spec, steps = _single_plan(features)
-    found = _core.core.walk_one(record, spec)
+    found = _core.core.walk_one(record, spec)  # type: ignore[union-attr]
     if found is None:
         return None
-    out = {}
+    out: Dict[str, Any] = {}
     for (key, how, dtype, shape, size, default), result in zip(steps, found):
         if how == _SPARSE_NUMBERS:  # (_sparse_1d inlined)
             n = len(result) // dtype.itemsize
