@@ -675,8 +675,18 @@ exact_bytes(PyObject *module, PyObject *obj)
         return NULL;
     PyObject *result = all_bytes(items, n, -1) ? PyList_New(n) : Py_NewRef(Py_None);
     if (result != NULL && result != Py_None) {
-        for (Py_ssize_t i = 0; i < n; i++)
-            PyList_SET_ITEM(result, i, Py_NewRef(items[i]));
+        /* Making a list may run a collection, and finalizers with it, which could change a
+         * list given: its items are taken again and checked again. */
+        if (view.obj == NULL)
+            items = PySequence_Fast_ITEMS(obj);
+        if ((view.obj == NULL && PySequence_Fast_GET_SIZE(obj) != n)
+            || !all_bytes(items, n, -1)) {
+            Py_SETREF(result, Py_NewRef(Py_None));
+        }
+        else {
+            for (Py_ssize_t i = 0; i < n; i++)
+                PyList_SET_ITEM(result, i, Py_NewRef(items[i]));
+        }
     }
     if (view.obj != NULL)
         PyBuffer_Release(&view);
