@@ -32,7 +32,8 @@ def _batch_records(serialized, kind="Example"):
                             "record; pass a list or an object array of bytes")
         if serialized.ndim != 1:
             raise ValueError(f"serialized must be 1-D, got shape {serialized.shape}")
-        if serialized.dtype != object or not serialized.flags.c_contiguous:
+        if type(serialized) is not np.ndarray or serialized.dtype != object \
+                or not serialized.flags.c_contiguous:  # (a masked array lists None)
             serialized = serialized.tolist()
     elif type(serialized) is not list and type(serialized) is not tuple:
         serialized = list(serialized)
