@@ -316,7 +316,7 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
         return type(a) is type(b) and (a == b if isinstance(a, bytes) else
                                        np.asarray(a).tobytes() == np.asarray(b).tobytes())
-    if a.dtype != b.dtype or a.shape != b.shape:
+    if a.dtype != b.dtype or a.shape != b.shape or a.flags.writeable != b.flags.writeable:
         return False
     if a.dtype == object:
         return all(type(x) is type(y) and x == y for x, y in zip(a.ravel(), b.ravel()))

@@ -63,6 +63,11 @@ _HOSTILE = {
     "truncated varint": _example(_entry(b"i", fz.field(3, fz.field(1, b"\x80\x80")))),
     "eleven-byte varint": _example(_entry(b"i", fz.field(3, fz.field(1, b"\xff" * 10 + b"\x01")))),
     "overlong varint value": _example(_entry(b"i", fz.field(3, fz.field(1, fz.overlong(5, 10))))),
+    # the walk reads varints of one and of two bytes inline
+    "two-byte varints": _example(_entry(b"v", fz.field(3, fz.field(1, b"".join(
+        fz.varint(n) for n in (127, 128, 300, 16383, 16384)))))),
+    "overlong two-byte varint": _example(_entry(b"i", fz.field(3, fz.field(1, b"\x85\x00")))),
+    "two-byte varint cut short": _example(_entry(b"v", fz.field(3, fz.field(1, b"\x05\x85")))),
     "bits past the 64th": _example(_entry(b"i", fz.field(3, fz.field(1, b"\xff" * 9 + b"\x7f")))),
     "overlong length": b"\x0a" + fz.overlong(0, 10),
     "overlong tag": fz.overlong(0x0A, 5) + b"\x00",
@@ -409,3 +414,95 @@ def test_the_walk_refuses_an_object_array_for_its_numbers(argument):
     arguments[argument] = np.empty(8, dtype=object)
     with pytest.raises(ValueError, match=r"is a buffer of Python objects, not of numbers$"):
         _core.core.walk_examples(*arguments)
+
+
+# -- walk_one: one record, every output made by the core ------------------------------------
+
+def test_one_record_walk_gives_every_record_its_own_writable_arrays():
+    # walk_one makes a bytearray per dense number feature: two records' outputs never share
+    # memory, and a default handed out is a copy, so writing to one output changes no other
+    spec = fz.SPECS[0]
+    held = _example(_entry(b"i", fz.field(3, fz.field(1, fz.varint(3)))),
+                    _entry(b"f", fz.field(2, fz.field(1, np.float32([1, 2]).tobytes()))),
+                    _entry(b"v", _INT64_LIST))
+    features = qp.parsing._example._example_features(spec)
+    first, second, bare = (_walkers.core_single(record, features)
+                           for record in (held, held, _example()))
+    assert first["i"] == 3 and first["f"].tolist() == [1.0, 2.0]
+    assert bare["i"] == -1 and bare["f"].tolist() == [0.5, 1.5]
+    for name in ("f", "v"):
+        values = [out[name] if name == "f" else out[name].values
+                  for out in (first, second, bare)]
+        assert all(v.flags.writeable for v in values)
+        assert not np.shares_memory(values[0], values[1])
+    bare["f"][:] = 9
+    assert _walkers.core_single(_example(), features)["f"].tolist() == [0.5, 1.5]
+
+
+def test_one_record_walk_leaves_what_the_batch_walk_leaves():
+    features = qp.parsing._example._example_features(fz.SPECS[1])
+    assert _walkers.core_single(_HOSTILE["truncated varint"], features) is None
+    assert _walkers.core_single(_example(_entry(b"i", _INT64_LIST)), features) is None  # no "s"
+
+
+@pytest.mark.parametrize("record, spec, problem", [
+    ("not bytes", ((b"i", 0, False, 1, True),), r"^walk_one\(\) argument 1 must be bytes"),
+    (b"", ((b"i", 0, False, 1, True), (b"i", 1, True, 1, False)),
+     r"^walk_one: spec\[1\] repeats a key$"),
+    (b"", ((b"i", 3, False, 1, True),), r"^walk_examples: spec\[0\] has dtype 3 \(not 0-2\)"),
+])
+def test_one_record_walk_refuses_bad_arguments(record, spec, problem):
+    with pytest.raises((TypeError, ValueError), match=problem):
+        _core.core.walk_one(record, spec)
+
+
+def test_the_walk_reads_a_spec_of_other_number_types_as_the_same_spec():
+    # spec items as queuepipe makes them are read directly; numbers of other types (NumPy
+    # ints, 0 and 1 for the flags) go through the argument parser, to the same walk
+    plain = ((b"v", 0, True, 1, False), (b"i", 0, False, 1, True))
+    other = ((b"v", np.int32(0), 1, np.int64(1), 0), (b"i", 0, 0, np.uint8(1), 1))
+    record = _example(_entry(b"v", _INT64_LIST), _entry(b"i", _INT64_LIST))
+    for walk in (lambda spec: _core.core.walk_one(record, spec),
+                 lambda spec: _core.core.walk_examples(
+                     [record], spec, (None, np.zeros(1, np.int64)), bytearray(2),
+                     bytearray(16), bytearray(1))):
+        found = [walk(spec) for spec in (plain, other)]
+        assert [list(map(bytes, f[:1])) for f in found] == [[np.int64([5]).tobytes()]] * 2
+
+
+# -- exact_bytes and join_equal: a batch of bytes checked and joined in one pass -------------
+
+class _Bytes(bytes):
+    """A bytes subclass: not exactly bytes, so both twins leave it to the general path."""
+
+
+_ITEMS = st.lists(st.one_of(st.binary(max_size=3), st.binary(min_size=2, max_size=2),
+                            st.builds(bytearray, st.binary(max_size=2)),
+                            st.builds(_Bytes, st.binary(max_size=2)), st.text(max_size=2),
+                            st.none(), st.integers(0, 3)), max_size=5)
+
+
+@settings(max_examples=300)
+@given(_ITEMS, st.sampled_from(["list", "tuple", "object array"]))
+def test_both_batch_checks_agree(items, form):
+    from queuepipe.parsing import _items
+
+    if form == "object array":
+        batch = np.empty(len(items), dtype=object)
+        batch[:] = items
+    else:
+        batch = tuple(items) if form == "tuple" else list(items)
+    for core, pure in ((_core.core.exact_bytes, _items.pure_exact_bytes),
+                       (_core.core.join_equal, _items.pure_join_equal)):
+        got, expected = core(batch), pure(batch)
+        assert type(got) is type(expected) and got == expected
+        assert got is None or list(map(type, got)) == list(map(type, expected))
+
+
+@pytest.mark.parametrize("batch", [np.empty((2, 2), dtype=object), np.empty(4, object)[::2],
+                                   np.zeros(3), "text", iter([b"a"])])
+def test_the_batch_checks_refuse_what_is_no_list_tuple_or_flat_object_array(batch):
+    for function in ("exact_bytes", "join_equal"):
+        with pytest.raises(TypeError, match=rf"^{function} takes a list, a tuple or a 1-D "
+                                            rf"object array, got "):
+            getattr(_core.core, function)(batch)

@@ -992,3 +992,11 @@ def test_many_empty_strings_cost_about_what_protobuf_takes_to_read_them(walker):
     ratio = (_cpu_secs(lambda: parsing._parse_batch(hostile, features, None, walker=walker))
              / _cpu_secs(protobuf))
     assert ratio < 8, ratio
+
+
+def test_parse_example_reads_a_masked_array_of_records_as_its_list():
+    # the records go by their list (tolist: None where masked), not by the array's raw items
+    record = qp.train.Example().SerializeToString()
+    records = np.ma.masked_array(np.array([record, record], dtype=object), mask=[False, True])
+    with pytest.raises(TypeError, match=r"^serialized\[1\] must be bytes, got NoneType"):
+        qp.io.parse_example(records, {"x": qp.io.VarLenFeature(qp.int64)})

@@ -7,6 +7,28 @@
 #include "gil.h"
 #include "wire.h"
 
+/* Whether a spec item is a tuple (bytes, int, bool, int, bool) whose ints are small enough
+ * to read as they are (dtype in [0, 2], size in [0, 2**62)): what queuepipe makes, read in a
+ * few instructions; anything else goes through the argument parser, which says what is
+ * wrong. (A call for one record reads its spec every time.) */
+static int
+plain_spec(PyObject *item)
+{
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 5)
+        return 0;
+    PyObject *dtype = PyTuple_GET_ITEM(item, 1), *size = PyTuple_GET_ITEM(item, 3);
+    if (!PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) || !PyLong_CheckExact(dtype)
+        || !PyLong_CheckExact(size) || !PyBool_Check(PyTuple_GET_ITEM(item, 2))
+        || !PyBool_Check(PyTuple_GET_ITEM(item, 4)))
+        return 0;
+    int overflow = 0;
+    long code = PyLong_AsLongAndOverflow(dtype, &overflow);
+    if (overflow || code < QP_INT64 || code > QP_BYTES)
+        return 0;
+    long long count = PyLong_AsLongLongAndOverflow(size, &overflow);
+    return !overflow && count >= 0 && count < ((long long)1 << 62);
+}
+
 /* The spec tuple of one feature: (key: bytes, dtype: 0 int64 / 1 float / 2 bytes,
  * ragged: bool, size: int, required: bool). */
 static int
@@ -15,9 +37,16 @@ read_spec(PyObject *item, Py_ssize_t index, qp_feature *f)
     PyObject *key;
     int dtype, ragged, required;
     Py_ssize_t size;
-    if (!PyTuple_Check(item)
-        || !PyArg_ParseTuple(item, "O!ipnp", &PyBytes_Type, &key, &dtype, &ragged, &size,
-                             &required)) {
+    if (plain_spec(item)) {  /* as queuepipe makes them: read without the argument parser */
+        key = PyTuple_GET_ITEM(item, 0);
+        dtype = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 1));
+        ragged = PyTuple_GET_ITEM(item, 2) == Py_True;
+        size = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 3));
+        required = PyTuple_GET_ITEM(item, 4) == Py_True;
+    }
+    else if (!PyTuple_Check(item)
+             || !PyArg_ParseTuple(item, "O!ipnp", &PyBytes_Type, &key, &dtype, &ragged, &size,
+                                  &required)) {
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError,
@@ -207,6 +236,36 @@ raise_for(qp_walk_status status, const char *function)
     return 0;
 }
 
+/* Reads a spec tuple of features into a calloc'ed array (*out, to PyMem_Free after
+ * qp_feature_release of each); lists: the third item is fixed_steps, every list RAGGED. */
+static int
+read_specs(PyObject *spec, int lists, const char *function, qp_feature **out)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(spec);
+    qp_feature *features = PyMem_Calloc((size_t)n + 1, sizeof(qp_feature));
+    *out = features;
+    if (features == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (read_spec(PyTuple_GET_ITEM(spec, i), i, &features[i]) < 0)
+            return -1;
+        if (lists) {
+            features[i].fixed_steps = features[i].kind == QP_RAGGED;
+            features[i].kind = QP_RAGGED;
+        }
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (features[j].key_len == features[i].key_len
+                && memcmp(features[j].key, features[i].key, features[i].key_len) == 0) {
+                PyErr_Format(PyExc_ValueError, "%s: spec[%zd] repeats a key", function, i);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* The walk of the records at spans[0:n_records] (views into objects the caller holds),
  * with the other arguments of walk_examples. */
 static PyObject *
@@ -220,10 +279,10 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
         return NULL;
     }
     PyObject *result = NULL;
-    qp_feature *features = PyMem_Calloc((size_t)n_features + 1, sizeof(qp_feature));
+    qp_feature *features = NULL;
     Py_buffer *views = PyMem_Calloc((size_t)n_features + 1, sizeof(Py_buffer));
     Py_buffer present = {0}, counts = {0}, back = {0};
-    if (features == NULL || views == NULL) {
+    if (views == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -244,17 +303,10 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
                         "not a multiple of 8 (int64)");
         goto done;
     }
+    if (read_specs(spec, 0, "walk_examples", &features) < 0)
+        goto done;
     for (Py_ssize_t i = 0; i < n_features; i++) {
         qp_feature *f = &features[i];
-        if (read_spec(PyTuple_GET_ITEM(spec, i), i, f) < 0)
-            goto done;
-        for (Py_ssize_t j = 0; j < i; j++) {
-            if (features[j].key_len == f->key_len
-                && memcmp(features[j].key, f->key, f->key_len) == 0) {
-                PyErr_Format(PyExc_ValueError, "walk_examples: spec[%zd] repeats a key", i);
-                goto done;
-            }
-        }
         f->present = (uint8_t *)present.buf + (size_t)i * (size_t)n_records;
         f->counts = (int64_t *)counts.buf + (size_t)i * (size_t)n_records;
         PyObject *out = PyTuple_GET_ITEM(outs, i);
@@ -447,6 +499,241 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(walk_one_doc,
+"walk_one(record, spec) -> tuple or None\n\n"
+"walk_examples of one serialized Example (bytes), for parse_single_example: every output\n"
+"made here. Returns None when the record is left to the pure path, else per feature of\n"
+"spec (as walk_examples') a bytearray of its size values for a dense number feature the\n"
+"record holds, a list of bytes for a dense string feature it holds, None for a dense\n"
+"feature it lacks (its default applies), and for a ragged feature what walk_examples\n"
+"gives (a bytearray of numbers, or a list of bytes).");
+
+/* The dense number outputs of walk_one: per feature a bytearray of size values (the walk
+ * writes them) where features[i] is a dense number feature, else None. */
+static PyObject *
+dense_outputs(qp_feature *features, Py_ssize_t n_features)
+{
+    PyObject *outs = PyTuple_New(n_features);
+    if (outs == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        qp_feature *f = &features[i];
+        PyObject *out = Py_None;
+        if (f->kind == QP_DENSE && f->dtype != QP_BYTES) {
+            size_t n_bytes;
+            size_t width = f->dtype == QP_INT64 ? sizeof(int64_t) : sizeof(float);
+            if (f->size > (uint64_t)PY_SSIZE_T_MAX
+                || __builtin_mul_overflow((size_t)f->size, width, &n_bytes)
+                || n_bytes > (size_t)PY_SSIZE_T_MAX) {
+                PyErr_Format(PyExc_OverflowError, "walk_one: spec[%zd]'s size is more values "
+                             "than memory holds", i);
+                Py_DECREF(outs);
+                return NULL;
+            }
+            out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n_bytes);
+            if (out == NULL) {
+                Py_DECREF(outs);
+                return NULL;
+            }
+            f->dense = (uint8_t *)PyByteArray_AS_STRING(out);
+            f->dense_len_bytes = n_bytes;
+        }
+        else {
+            Py_INCREF(out);
+        }
+        PyTuple_SET_ITEM(outs, i, out);
+    }
+    return outs;
+}
+
+static PyObject *
+walk_one(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *record, *spec;
+    if (!PyArg_ParseTuple(args, "O!O!:walk_one", &PyBytes_Type, &record, &PyTuple_Type,
+                          &spec))
+        return NULL;
+    Py_ssize_t n_features = PyTuple_GET_SIZE(spec);
+    PyObject *result = NULL, *outs = NULL;
+    qp_feature *features = NULL;
+    uint8_t *present = PyMem_Calloc((size_t)n_features + 1, 1);
+    int64_t *counts = PyMem_Calloc((size_t)n_features + 1, sizeof(int64_t));
+    if (present == NULL || counts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (read_specs(spec, 0, "walk_one", &features) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        features[i].present = &present[i];
+        features[i].counts = &counts[i];
+    }
+    outs = dense_outputs(features, n_features);
+    if (outs == NULL)
+        goto done;
+    qp_span span = {(const uint8_t *)PyBytes_AS_STRING(record),
+                    (size_t)PyBytes_GET_SIZE(record)};
+    uint8_t handed_back = 1;
+    PyThreadState *saved = qp_gil_let_go(span.len, QP_GIL_FREE_WALK_BYTES);
+    qp_walk_status status = qp_walk_examples(&span, 1, features, (size_t)n_features,
+                                             &handed_back);
+    qp_gil_take(saved);
+    if (raise_for(status, "walk_one") < 0)
+        goto done;
+    if (handed_back) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyTuple_New(n_features);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        qp_feature *f = &features[i];
+        PyObject *item;
+        if (f->kind == QP_DENSE && !present[i])
+            item = Py_NewRef(Py_None);
+        else if (f->kind == QP_DENSE && f->dtype != QP_BYTES)
+            item = Py_NewRef(PyTuple_GET_ITEM(outs, i));
+        else
+            item = feature_result(f);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, item);
+    }
+done:
+    for (Py_ssize_t i = 0; features != NULL && i < n_features; i++)
+        qp_feature_release(&features[i]);
+    Py_XDECREF(outs);
+    PyMem_Free(features);
+    PyMem_Free(present);
+    PyMem_Free(counts);
+    return result;
+}
+
+/* The items of a list, a tuple, or a C-contiguous 1-D object array (a NumPy array of dtype
+ * object: buffer format "O"), as *items and *n, borrowed while the GIL is held and nothing
+ * runs Python code; release view afterwards when view->obj is set. -1 with TypeError for
+ * anything else. */
+static int
+object_items(PyObject *obj, const char *function, Py_buffer *view, PyObject *const **items,
+             Py_ssize_t *n)
+{
+    view->obj = NULL;
+    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) {
+        *items = PySequence_Fast_ITEMS(obj);
+        *n = PySequence_Fast_GET_SIZE(obj);
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        view->obj = NULL;
+    }
+    else if (view->format != NULL && strcmp(view->format, "O") == 0 && view->ndim == 1
+             && view->itemsize == (Py_ssize_t)sizeof(PyObject *)) {
+        *items = (PyObject *const *)view->buf;
+        *n = view->len / (Py_ssize_t)sizeof(PyObject *);
+        return 0;
+    }
+    else {
+        PyBuffer_Release(view);
+        view->obj = NULL;
+    }
+    PyErr_Format(PyExc_TypeError, "%s takes a list, a tuple or a 1-D object array, got %.80s",
+                 function, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* Whether every one of items[0:n] is exactly bytes (no subclass), each of `length` bytes
+ * when length >= 0. */
+static int
+all_bytes(PyObject *const *items, Py_ssize_t n, Py_ssize_t length)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL || !PyBytes_CheckExact(items[i])
+            || (length >= 0 && PyBytes_GET_SIZE(items[i]) != length))
+            return 0;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(exact_bytes_doc,
+"exact_bytes(items) -> list or None\n\n"
+"A new list of items (a list, a tuple or a 1-D object array) when every one is exactly\n"
+"bytes, else None.");
+
+static PyObject *
+exact_bytes(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_buffer view;
+    PyObject *const *items;
+    Py_ssize_t n;
+    if (object_items(obj, "exact_bytes", &view, &items, &n) < 0)
+        return NULL;
+    PyObject *result = all_bytes(items, n, -1) ? PyList_New(n) : Py_NewRef(Py_None);
+    if (result != NULL && result != Py_None) {
+        /* Making a list may run a collection, and finalizers with it, which could change a
+         * list given: its items are taken again and checked again. */
+        if (view.obj == NULL)
+            items = PySequence_Fast_ITEMS(obj);
+        if ((view.obj == NULL && PySequence_Fast_GET_SIZE(obj) != n)
+            || !all_bytes(items, n, -1)) {
+            Py_SETREF(result, Py_NewRef(Py_None));
+        }
+        else {
+            for (Py_ssize_t i = 0; i < n; i++)
+                PyList_SET_ITEM(result, i, Py_NewRef(items[i]));
+        }
+    }
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
+PyDoc_STRVAR(join_equal_doc,
+"join_equal(items) -> bytearray or None\n\n"
+"The items (a list, a tuple or a 1-D object array of at least one item) one after the\n"
+"other in a new bytearray when every one is exactly bytes and all have the same length,\n"
+"else None.");
+
+static PyObject *
+join_equal(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_buffer view;
+    PyObject *const *items;
+    Py_ssize_t n;
+    if (object_items(obj, "join_equal", &view, &items, &n) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t length = n > 0 && items[0] != NULL && PyBytes_CheckExact(items[0])
+                        ? PyBytes_GET_SIZE(items[0]) : -1;
+    size_t total;
+    if (length < 0 || !all_bytes(items, n, length)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (__builtin_mul_overflow((size_t)n, (size_t)length, &total)
+        || total > (size_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "join_equal: more bytes than memory holds");
+        goto done;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (result == NULL)
+        goto done;
+    /* (allocating a bytearray runs no Python code: the items are the ones checked) */
+    char *out = PyByteArray_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++)
+        memcpy(out + (size_t)i * (size_t)length, PyBytes_AS_STRING(items[i]), (size_t)length);
+done:
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return result;
+}
+
 PyDoc_STRVAR(sparse_indices_doc,
 "sparse_indices(counts, n_rows, out) -> None\n\n"
 "The indices of VarLenFeatures' SparseValues from their counts: counts, an int64 buffer\n"
@@ -497,37 +784,6 @@ done:
     return result;
 }
 
-/* Reads a spec tuple of features into a calloc'ed array (*out, to PyMem_Free after
- * qp_feature_release of each); lists: the third item is fixed_steps, every list RAGGED. */
-static int
-read_specs(PyObject *spec, int lists, qp_feature **out)
-{
-    Py_ssize_t n = PyTuple_GET_SIZE(spec);
-    qp_feature *features = PyMem_Calloc((size_t)n + 1, sizeof(qp_feature));
-    *out = features;
-    if (features == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (read_spec(PyTuple_GET_ITEM(spec, i), i, &features[i]) < 0)
-            return -1;
-        if (lists) {
-            features[i].fixed_steps = features[i].kind == QP_RAGGED;
-            features[i].kind = QP_RAGGED;
-        }
-        for (Py_ssize_t j = 0; j < i; j++) {
-            if (features[j].key_len == features[i].key_len
-                && memcmp(features[j].key, features[i].key, features[i].key_len) == 0) {
-                PyErr_Format(PyExc_ValueError, "walk_sequence_example: spec[%zd] repeats a "
-                             "key", i);
-                return -1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* (held, count, values) of a context feature, or (steps, values) of a feature list. */
 static PyObject *
 sequence_result(const qp_feature *f, int list, uint8_t held, int64_t count)
@@ -576,7 +832,8 @@ walk_sequence_example(PyObject *module, PyObject *args)
         PyErr_NoMemory();
         goto done;
     }
-    if (read_specs(context_spec, 0, &context) < 0 || read_specs(list_spec, 1, &lists) < 0)
+    if (read_specs(context_spec, 0, "walk_sequence_example", &context) < 0
+        || read_specs(list_spec, 1, "walk_sequence_example", &lists) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n_context + n_lists; i++) {
         qp_feature *f = i < n_context ? &context[i] : &lists[i - n_context];
@@ -646,6 +903,9 @@ done:
 static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
     {"walk_examples_in", walk_examples_in, METH_VARARGS, walk_examples_in_doc},
+    {"walk_one", walk_one, METH_VARARGS, walk_one_doc},
+    {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
+    {"join_equal", join_equal, METH_O, join_equal_doc},
     {"sparse_indices", sparse_indices, METH_VARARGS, sparse_indices_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
      walk_sequence_example_doc},

@@ -44,6 +44,11 @@ read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, uint64_t *out)
         *p = q + 1;
         return 1;
     }
+    if (max_bytes >= 2 && end - q >= 2 && q[1] < 0x80) {  /* two: ids up to 16383 */
+        *out = (uint64_t)(q[0] & 0x7F) | (uint64_t)q[1] << 7;
+        *p = q + 2;
+        return 1;
+    }
     uint64_t value = 0;
     for (int i = 0; i < max_bytes; i++) {
         if (q == end)
@@ -322,21 +327,18 @@ take_int64(qp_feature *f, size_t row, const uint8_t *p, const uint8_t *end)
             return STEP_HAND_BACK;
         return STEP_TAKE;
     }
-    /* The count from the terminal bytes sizes the scratch; the decode is bounded by it and
-     * must find the same count. */
-    uint64_t terminal = 0;
-    for (const uint8_t *q = start; q < stop; q++)
-        terminal += *q < 0x80;
-    size_t n_bytes;
-    if (__builtin_mul_overflow((size_t)terminal, sizeof(int64_t), &n_bytes))
+    /* A value takes a byte at least: room for as many values as the payload has bytes
+     * bounds the decode, which writes no more. */
+    size_t most = (size_t)(stop - start), room;
+    if (__builtin_mul_overflow(most, sizeof(int64_t), &room))
         return STEP_HAND_BACK;
-    if (!scratch_reserve(&f->values, n_bytes))
+    if (!scratch_reserve(&f->values, room))
         return STEP_NO_MEMORY;
     uint64_t count;
-    if (!decode_varints(start, stop, f->values.data + f->values.len, terminal, &count)
-        || count != terminal || !count_fits(f, count))
+    if (!decode_varints(start, stop, f->values.data + f->values.len, most, &count)
+        || count > most || !count_fits(f, count))
         return STEP_HAND_BACK;
-    f->values.len += n_bytes;
+    f->values.len += (size_t)count * sizeof(int64_t);
     f->counts[row] = (int64_t)count;
     return STEP_TAKE;
 }

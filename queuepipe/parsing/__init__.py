@@ -29,11 +29,13 @@ path, so they are the same whichever path saw the record first.
 ``decode_raw`` and ``decode_csv`` turn the parsed bytes into numbers.
 
 The modules, in the order a record meets them: :mod:`._specs` (the feature specs),
-:mod:`._example` (``parse_example``, ``parse_single_example``), :mod:`._walkers` (the walk
-of a batch or of one record: the compiled core's, or the pure one), :mod:`._bulk` (the layout
-and ragged paths), :mod:`._single` (one record without protobuf), :mod:`._record` (the
-per-record parser, which raises every error), :mod:`._sinks` (the outputs), :mod:`._sequence`
-(SequenceExamples), :mod:`._raw` (``decode_raw``) and :mod:`._csv` (``decode_csv``).
+:mod:`._example` (``parse_example``, ``parse_single_example``), :mod:`._items` (a batch's
+records, and ``decode_raw``'s strings, checked and joined in one pass), :mod:`._walkers`
+(the walk of a batch or of one record: the compiled core's, or the pure one), :mod:`._bulk`
+(the layout and ragged paths), :mod:`._single` (one record without protobuf), :mod:`._record`
+(the per-record parser, which raises every error), :mod:`._sinks` (the outputs),
+:mod:`._sequence` (SequenceExamples), :mod:`._raw` (``decode_raw``) and :mod:`._csv`
+(``decode_csv``).
 """
 
 from queuepipe.parsing._bulk import _parse_fast

@@ -10,6 +10,7 @@ import numpy as np
 from queuepipe._chunks import RecordChunk
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.parsing import _composite, _walkers
+from queuepipe.parsing._items import exact_bytes
 from queuepipe.parsing._record import _parse_record
 from queuepipe.parsing._single import _single_parser
 from queuepipe.parsing._sinks import _finish, _sink, _unbatch
@@ -31,10 +32,15 @@ def _batch_records(serialized, kind="Example"):
                             "record; pass a list or an object array of bytes")
         if serialized.ndim != 1:
             raise ValueError(f"serialized must be 1-D, got shape {serialized.shape}")
-        serialized = serialized.tolist()
-    records = list(serialized)
-    if set(map(type, records)) <= {bytes}:
+        if type(serialized) is not np.ndarray or serialized.dtype != object \
+                or not serialized.flags.c_contiguous:  # (a masked array lists None)
+            serialized = serialized.tolist()
+    elif type(serialized) is not list and type(serialized) is not tuple:
+        serialized = list(serialized)
+    records = exact_bytes(serialized)  # (one pass: the common case)
+    if records is not None:
         return records
+    records = list(serialized)
     for index, data in enumerate(records):
         if not isinstance(data, bytes):
             if not isinstance(data, (bytearray, memoryview)):
@@ -211,4 +217,6 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any],
         names = None if example_names is None else [example_names]
         batch = _parse_batch([serialized], parsed_features, names, walker=None, single=True)
         plain = {key: _unbatch(value) for key, value in batch.items()}
-    return _with_composites(plain, parsed_features)
+    if parsed_features.composite is None:  # (_with_composites, without a call per record)
+        return plain
+    return _composite.merge(plain, parsed_features.composite)

@@ -8,6 +8,7 @@ import numpy as np
 
 from queuepipe import dtypes as _dtypes
 from queuepipe.errors import InvalidArgumentError
+from queuepipe.parsing._items import join_equal
 from queuepipe.parsing._specs import _MAX_CACHED, _frombuffer
 
 
@@ -88,6 +89,16 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
             return _frombuffer(bytearray(input_bytes), dtype)
         return np.frombuffer(input_bytes, dtype=wire).astype(dtype, copy=True)
     scalar = isinstance(input_bytes, (bytes, bytearray, memoryview, str))
+    if not scalar and fixed_length is None:  # a batch of bytes of one length: one C pass
+        flat: Any = None
+        shape: Tuple[int, ...] = ()
+        if type(input_bytes) is list:
+            flat, shape = input_bytes, (len(input_bytes),)
+        elif type(input_bytes) is np.ndarray and input_bytes.dtype == object:
+            flat, shape = input_bytes.ravel(), input_bytes.shape
+        joined = join_equal(flat) if flat is not None and len(flat) else None
+        if joined is not None:
+            return _decoded(joined, len(joined) // len(flat), dtype, wire, shape)
     if scalar:
         items, shape = [input_bytes], ()
     else:
@@ -120,12 +131,19 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
             f"DecodeRaw requires input strings to all be the same size, but element "
             f"{index} has size {length} != {lengths[index]} (TF's words: element 0 has "
             f"{length} bytes, element {index} {lengths[index]})")
+    return _decoded(bytearray().join(items), length, dtype, wire, shape)
+
+
+def _decoded(joined, length, dtype, wire, shape):
+    """The strings of ``length`` bytes each, ``joined`` in a bytearray, decoded as ``dtype``
+    stored as ``wire``: an array of ``shape`` plus one axis; or TF's error when the length is
+    not a multiple of the type's size."""
     if length % dtype.itemsize:
         raise InvalidArgumentError(
             f"Input to DecodeRaw has length {length} that is not a multiple of "
             f"{dtype.itemsize}, the size of {_tf_word(dtype)}")
-    if wire == dtype:  # joined into a bytearray: the array owns writable memory, no copy
-        values = _frombuffer(bytearray().join(items), dtype)
+    if wire == dtype:  # a bytearray: the array owns writable memory, no copy
+        values = _frombuffer(joined, dtype)
     else:
-        values = np.frombuffer(b"".join(items), dtype=wire).astype(dtype, copy=True)
+        values = np.frombuffer(joined, dtype=wire).astype(dtype, copy=True)
     return values.reshape(shape + (length // dtype.itemsize,))

@@ -35,8 +35,9 @@ from queuepipe._chunks import RecordChunk
 from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
 from queuepipe.parsing._single import _parse_single_plain
-from queuepipe.parsing._sinks import _RaggedOut, _shaped, _sparse_1d
+from queuepipe.parsing._sinks import _new_sparse, _RaggedOut, _shaped, _sparse_1d
 from queuepipe.parsing._specs import _FIXED, _SEQ, _VAR, _frombuffer
+from queuepipe.sparse import SparseValue
 
 __all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "pure_sequence",
            "core_sequence", "core_available", "walk", "single", "sequence"]
@@ -44,6 +45,8 @@ __all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "pu
 Walker = Callable[[List[bytes], Sequence, Sequence], Sequence[int]]
 
 _DTYPE_CODES = {_dtypes.int64: 0, _dtypes.float32: 1, _dtypes.string: 2}  # wire.h's qp_dtype
+_arange = np.arange
+_INT64 = np.dtype(np.int64)
 
 
 def pure_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
@@ -125,61 +128,84 @@ def pure_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
     return _parse_single_plain(record, features)
 
 
+# How core_single makes each feature's output from what walk_one gives (see _single_plan).
+_SPARSE_NUMBERS, _SPARSE_STRINGS, _ROWS, _SCALAR, _ARRAY, _STRING, _STRINGS = range(7)
+
+
 def _single_plan(features) -> tuple:
     """What :func:`core_single` needs of ``features``, made once per normalized spec (kept on
     the features list when it can hold it, as :func:`_core_spec`): the walk's spec and, per
-    feature, the dtype and size of the dense output the walk fills (dense numbers) or None."""
+    feature, its key, how its output is made (one of the codes above), its dtype and shape,
+    and its default (None where the feature has none: the walk leaves the record)."""
     plan = getattr(features, "single_plan", None)
     if plan is None:
-        plan = (_core_spec(features),
-                tuple((feature.dtype, feature.size)
-                      if feature.kind == _FIXED and feature.dtype != _dtypes.string else None
-                      for feature in features))
+        steps = []
+        for feature in features:
+            strings = feature.dtype == _dtypes.string
+            if feature.kind == _VAR:
+                how = _SPARSE_STRINGS if strings else _SPARSE_NUMBERS
+            elif feature.kind != _FIXED:
+                how = _ROWS
+            elif strings:
+                how = _STRING if feature.shape == () else _STRINGS
+            else:
+                how = _SCALAR if feature.shape == () else _ARRAY
+            default = feature.default if feature.kind == _FIXED else None
+            if default is not None and feature.shape == ():
+                default = default[0]  # a NumPy scalar or bytes: immutable, given as it is
+            steps.append((feature.key, how, feature.dtype, feature.shape, feature.size,
+                          default))
+        plan = (_core_spec(features), tuple(steps))
         if hasattr(features, "single_plan"):
             features.single_plan = plan
     return plan
 
 
 def core_single(record: bytes, features: Sequence) -> Optional[Dict[str, Any]]:
-    """One record's outputs by the compiled walk, shaped as ``parse_single_example`` returns
-    them (a NumPy scalar or ``bytes`` for a scalar, an array of the shape, a SparseValue
-    with ``[N, 1]`` indices); None when the walk leaves the record."""
-    spec, dense = _single_plan(features)
-    outs = tuple([None if made is None else np.empty(made[1], made[0]) for made in dense])
-    n = len(spec)
-    present = bytearray(n)
-    handed_back = bytearray(1)
-    # (a bytearray's memory comes from CPython's allocator, aligned for int64 as the walk
-    # needs, which checks it; never empty, where it could be a static empty string)
-    counts = bytearray(8 * n or 8)
-    results = _compiled().walk_examples((record,), spec, outs, present, counts, handed_back)
-    if handed_back[0]:
+    """One record's outputs by the compiled walk (``walk_one``), shaped as
+    ``parse_single_example`` returns them (a NumPy scalar or ``bytes`` for a scalar, an array
+    of the shape, a SparseValue with ``[N, 1]`` indices); None when the walk leaves the
+    record. A few Python and NumPy calls per feature: this runs once per record."""
+    try:
+        spec, steps = features.single_plan  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):  # not planned yet, or a list that cannot keep it
+        spec, steps = _single_plan(features)
+    found = _core.core.walk_one(record, spec)  # type: ignore[union-attr]
+    if found is None:
         return None
-    out = {}
-    for feature, filled, result, held in zip(features, outs, results, present):
-        # the dense numbers the walk filled in place, else what it left
-        values: Any = filled if result is None else _values(feature, result)
-        kind = feature.kind
-        if kind == _VAR:
-            out[feature.key] = _sparse_1d(values)
-        elif kind != _FIXED:  # rows of the sequence feature's shape
-            rows = len(values) // feature.size if feature.size else 0
-            out[feature.key] = values.reshape((rows,) + feature.shape)
-        else:
-            if not held:  # absent: the default (the walk leaves a required feature)
-                values = feature.default.copy()
-            out[feature.key] = _shaped(values, feature.shape)
+    out: Dict[str, Any] = {}
+    for (key, how, dtype, shape, size, default), result in zip(steps, found):
+        if how == _SPARSE_NUMBERS:  # (_sparse_1d inlined)
+            n = len(result) // dtype.itemsize
+            numbers = _arange(n + 1, dtype=_INT64)
+            out[key] = _new_sparse(SparseValue, (numbers[:n, None], _frombuffer(result, dtype),
+                                                 numbers[n:]))
+        elif how == _SCALAR:
+            out[key] = default if result is None else _frombuffer(result, dtype)[0]
+        elif how == _STRING:
+            out[key] = default if result is None else result[0]
+        elif how == _ARRAY:
+            values = default.copy() if result is None else _frombuffer(result, dtype)
+            out[key] = values if len(shape) == 1 else values.reshape(shape)
+        elif how == _STRINGS:
+            out[key] = (default.copy() if result is None else _values(dtype, result)) \
+                .reshape(shape)
+        elif how == _SPARSE_STRINGS:
+            out[key] = _sparse_1d(_values(dtype, result))
+        else:  # rows of the sequence feature's shape
+            values = _values(dtype, result)
+            out[key] = values.reshape(((len(values) // size if size else 0),) + shape)
     return out
 
 
-def _values(feature, result: Any) -> np.ndarray:
-    """A feature's flat values from what the walk left for it: a list of bytes (an object
-    array), or a bytearray of numbers (the array owns writable memory)."""
+def _values(dtype, result: Any) -> np.ndarray:
+    """A feature's flat values (of ``dtype``) from what the walk left for it: a list of bytes
+    (an object array), or a bytearray of numbers (the array owns writable memory)."""
     if type(result) is list:
         values = np.empty(len(result), dtype=object)
         values[:] = result
         return values
-    return _frombuffer(result, feature.dtype)
+    return _frombuffer(result, dtype)
 
 
 def pure_sequence(record: bytes, context: Sequence, lists: Sequence,
@@ -204,7 +230,7 @@ def core_sequence(record: bytes, context: Sequence, lists: Sequence,
         return None
     context_out: Dict[str, Any] = {}
     for feature, out, (held, _, result) in zip(context, outs, found[0]):
-        values = out if result is None else _values(feature, result)
+        values = out if result is None else _values(feature.dtype, result)
         if feature.kind == _VAR:
             context_out[feature.key] = _sparse_1d(values)
         else:
@@ -212,7 +238,7 @@ def core_sequence(record: bytes, context: Sequence, lists: Sequence,
                                                feature.shape)
     sequence_out: Dict[str, Any] = {}
     for feature, (steps, result) in zip(lists, found[1]):
-        values = _values(feature, result)
+        values = _values(feature.dtype, result)
         counts = np.frombuffer(steps, dtype=np.int64)
         if feature.kind == _SEQ:
             sequence_out[feature.key] = values.reshape((len(counts),) + feature.shape)
