@@ -434,32 +434,34 @@ class SparseColumns:
     def write(self, index: Any, batch: List[Any]) -> None:
         """Stores the members' raw batches (Rows, ``batch[member.component]``) at rows
         ``index``, which are free."""
-        rows = _rows(index, len(self.start))
-        raws = [batch[member.component] for member in self.members]
-        bases = [member.put(raw) for member, raw in zip(self.members, raws)]
-        lengths = np.array([raw.lengths for raw in raws], dtype=np.int64).T
-        starts = lengths.cumsum(axis=0)
-        starts -= lengths
-        starts += np.array(bases, dtype=np.int64)
-        self.start[rows] = starts
-        self.length[rows] = lengths
-        self.shape[rows] = np.concatenate([raw.shapes for raw in raws], axis=1)
+        for member in self.members:
+            raw = batch[member.component]
+            first = member.put(raw)
+            lengths = raw.lengths
+            starts = lengths.cumsum()
+            starts -= lengths
+            starts += first
+            self.start[:, member.k][index] = starts
+            self.length[:, member.k][index] = lengths
+            for j in range(member.rank or 0):
+                self.shape[:, member.offset + j][index] = raw.shapes[:, j]
 
     def read(self, index: Any, out: List[Any]) -> None:
         """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``."""
-        rows = _rows(index, len(self.start))
-        lengths = self.length.take(rows, axis=0).T.copy()  # (members, n), a member's in order
-        starts = self.start.take(rows, axis=0).T.copy()
-        shapes = self.shape.take(rows, axis=0)
-        for member, total in zip(self.members, lengths.sum(axis=1).tolist()):
-            k = member.k
-            out[member.component] = member.gathered(starts[k], lengths[k], total, shapes)
+        for member in self.members:
+            lengths = _column_at(self.length, member.k, index)
+            shapes = np.empty((len(lengths), member.rank or 0), dtype=np.int64)
+            for j in range(member.rank or 0):
+                shapes[:, j] = self.shape[:, member.offset + j][index]
+            out[member.component] = member.gathered(
+                _column_at(self.start, member.k, index), lengths, int(lengths.sum()), shapes)
 
     def clear(self, index: Any) -> None:
         """Frees rows ``index`` of every member."""
-        taken = self.length[index].sum(axis=0).tolist()
-        self.length[index] = 0
-        for member, total in zip(self.members, taken):
+        for member in self.members:
+            length = self.length[:, member.k]
+            total = int(length[index].sum())
+            length[index] = 0
             member.taken(total)
 
     def finish(self, raw: List[Any], out: List[Any]) -> None:
@@ -486,6 +488,16 @@ class SparseColumns:
         for (component, rows), first, last, dense_shape in zip(lists, [0] + ends, ends,
                                                                dense_shapes):
             out[component] = SparseValue(indices[first:last], rows.values, dense_shape)
+
+
+def _column_at(table: np.ndarray, column: int, index: Any) -> np.ndarray:
+    """``table[index, column]`` in a new array, for a slice or an index array ``index``.
+
+    Through the column's 1-D view: NumPy's ``take`` and its fancy indexing of a 2-D table
+    let go of the GIL, on a batch of rows too, and with runner threads waiting for it each
+    such call was a hand-over (the GIL back only at their next release)."""
+    values = table[:, column][index]
+    return values.copy() if isinstance(index, slice) else values
 
 
 def _widened(table: np.ndarray, columns: int) -> np.ndarray:
@@ -600,7 +612,7 @@ class SparseColumn:
         total = len(raw.values)
         self._room(total)
         first = self.fill
-        self.values[first:first + total] = raw.values
+        _assign(self.values, slice(first, first + total), raw.values)
         if not self.listed:
             self.inner[first:first + total] = raw.full_inner()
         self.fill += total
@@ -610,11 +622,10 @@ class SparseColumn:
     def gathered(self, starts: np.ndarray, lengths: np.ndarray, total: int,
                  shapes: np.ndarray) -> sparse.Rows:
         """The raw batch of rows whose values lie in the arena at ``starts``, ``lengths`` of
-        them (``total`` in all), with the group's ``shapes`` table of the same rows."""
+        them (``total`` in all), with ``shapes``, their dense shapes (int64 ``[n, rank]``)."""
         return sparse.Rows(_gathered(self.values, starts, lengths, total),
                            None if self.listed else
-                           _gathered(self.inner, starts, lengths, total), lengths,
-                           shapes[:, self.offset:self.offset + (self.rank or 0)])
+                           _gathered(self.inner, starts, lengths, total), lengths, shapes)
 
     def taken(self, total: int) -> None:
         """``total`` values of rows just cleared left the arena."""
@@ -647,7 +658,7 @@ class SparseColumn:
         rows = _rows(index, len(group.start))
         lengths = group.length[rows, self.k]
         return self.gathered(group.start[rows, self.k], lengths, int(lengths.sum()),
-                             group.shape.take(rows, axis=0))
+                             group.shape[rows, self.offset:self.offset + (self.rank or 0)])
 
     def read_one(self, row: int) -> SparseValue:
         group = self.group

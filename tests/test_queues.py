@@ -1226,6 +1226,36 @@ def test_staging_rows_of_fixed_shape_keeps_the_gil():
     assert overlapped == [False] * 5, overlapped
 
 
+def test_putting_groups_of_staged_token_lists_keeps_the_gil():
+    # a group of token lists is a few thousand values: stack's check of their indices and
+    # the copy to the arena's end took NumPy calls that let go of the GIL, a hand-over to
+    # another runner thread or the consumer each (who then keeps it until its own next
+    # release). Room is made first (rows and arena grown, then emptied): 5 attempts of 100
+    # groups fit without a growth or a compaction, whose larger copies may let go.
+    rng = np.random.default_rng(0)
+    elements = [(np.int64(i), sv(*rng.integers(0, 1000, int(n))))
+                for i, n in enumerate(rng.integers(50, 150, 48))]
+    q = qp.FIFOQueue(5 * 100 * len(elements), [qp.int64, qp.int64], shapes=[[], None])
+    staged = [q._spec.staged(element) for element in elements]
+
+    def put_groups():
+        for _ in range(100):
+            stage = q._add_stage()
+            stage.extend(staged)
+            q._put_staged(stage)
+            with q._lock:
+                q._stages.remove(stage)
+
+    for _ in range(5):
+        put_groups()
+    q.dequeue_many(q.size())
+    overlapped = runs_beside(put_groups)
+    assert overlapped == [False] * 5, overlapped
+    labels, tokens = q.dequeue_many(len(elements))
+    assert labels.tolist() == list(range(len(elements)))
+    assert tokens.values.tolist() == [v for _, element in elements for v in element.values]
+
+
 @pytest.mark.parametrize("staged", [1, 3])
 def test_staged_rows_go_in_whole_alone_or_in_groups(staged):
     q = qp.FIFOQueue(10, [qp.uint8, qp.float32], shapes=[[784], [2, 2]])
