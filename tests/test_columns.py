@@ -532,6 +532,8 @@ def test_gather_segments_refuses_what_it_cannot_copy_naming_it(gather):
     assert out.tolist() == [7, 1, 2]
 
 
+@pytest.mark.skipif(_columns.core is None, reason="the pure twins of gather_segments and "
+                    "list_indices gather with NumPy, which lets go of the GIL")
 def test_taking_batches_of_token_lists_keeps_the_gil():
     # NumPy's take and its fancy indexing of a 2-D table let go of the GIL even for a batch's
     # rows: each was a hand-over from the consumer to a runner thread. A PriorityQueue reads
