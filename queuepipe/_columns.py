@@ -29,6 +29,7 @@ group's members (:class:`DenseMember`, :class:`SparseColumn`) serve single eleme
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -74,6 +75,34 @@ def _assign(column: np.ndarray, index: Any, values: Any) -> None:
         target.data.cast("B")[:] = values.data.cast("B")
     else:
         column[index] = values
+
+
+def _as_items(array: np.ndarray, n: int) -> Optional[np.ndarray]:
+    """``array``'s rows as a 1-D array of one raw item each (a view), when ``n`` of its rows
+    are at most ``_KEEP_GIL_BYTES`` of numbers and it is C-contiguous; else None.
+
+    NumPy's fancy indexing and ``take`` of a 2-D array let go of the GIL, where indexing a
+    1-D array keeps it: a batch gathered from rows spread over a column (and a group's rows
+    scattered to them) by its raw items does not hand the GIL to another thread."""
+    row_items = math.prod(array.shape[1:])
+    if array.dtype.kind not in "biufc" or not 0 < n * row_items * array.itemsize \
+            <= _KEEP_GIL_BYTES or not array.flags.c_contiguous:
+        return None
+    rows = array.reshape(len(array), row_items)  # (a view: one row of items each)
+    return rows.view(np.dtype((np.void, row_items * array.itemsize))).reshape(-1)
+
+
+def _scatter(column: np.ndarray, index: np.ndarray, values: Any) -> bool:
+    """``column[index] = values`` by raw items, for an index array and a matching array of
+    rows (see :func:`_as_items`); False, with nothing written, when they do not fit that."""
+    if type(values) is not np.ndarray or values.dtype != column.dtype \
+            or values.shape != (len(index),) + column.shape[1:]:
+        return False
+    rows, items = _as_items(column, len(index)), _as_items(values, len(index))
+    if rows is None or items is None:
+        return False
+    rows[index] = items
+    return True
 
 
 def _rows(index: Any, rows: int) -> np.ndarray:
@@ -212,8 +241,8 @@ class DenseColumn:
     def write(self, index: Any, values: Any) -> None:
         if isinstance(index, slice):
             _assign(self.data, index, values)
-        else:  # scattered rows: a fancy index, copied by NumPy
-            self.data[index] = values
+        elif self.data.ndim == 1 or not _scatter(self.data, index, values):
+            self.data[index] = values  # (scalars: 1-D indexing keeps the GIL)
 
     def write_one(self, row: int, value: Any) -> None:
         _assign(self.data, row, value)
@@ -221,6 +250,11 @@ class DenseColumn:
     def read(self, index: Any) -> np.ndarray:
         if isinstance(index, slice):
             return self.data[index].copy()
+        if self.data.ndim == 1:  # scalars: NumPy's take lets go of the GIL, indexing not
+            return self.data[index]
+        rows = _as_items(self.data, len(index))
+        if rows is not None:
+            return rows[index].view(self.data.dtype).reshape((len(index),) + self.data.shape[1:])
         return self.data.take(index, axis=0)  # about half the time of fancy indexing
 
     def read_one(self, row: int) -> Any:
@@ -434,32 +468,34 @@ class SparseColumns:
     def write(self, index: Any, batch: List[Any]) -> None:
         """Stores the members' raw batches (Rows, ``batch[member.component]``) at rows
         ``index``, which are free."""
-        rows = _rows(index, len(self.start))
-        raws = [batch[member.component] for member in self.members]
-        bases = [member.put(raw) for member, raw in zip(self.members, raws)]
-        lengths = np.array([raw.lengths for raw in raws], dtype=np.int64).T
-        starts = lengths.cumsum(axis=0)
-        starts -= lengths
-        starts += np.array(bases, dtype=np.int64)
-        self.start[rows] = starts
-        self.length[rows] = lengths
-        self.shape[rows] = np.concatenate([raw.shapes for raw in raws], axis=1)
+        for member in self.members:
+            raw = batch[member.component]
+            first = member.put(raw)
+            lengths = raw.lengths
+            starts = lengths.cumsum()
+            starts -= lengths
+            starts += first
+            self.start[:, member.k][index] = starts
+            self.length[:, member.k][index] = lengths
+            for j in range(member.rank or 0):
+                self.shape[:, member.offset + j][index] = raw.shapes[:, j]
 
     def read(self, index: Any, out: List[Any]) -> None:
         """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``."""
-        rows = _rows(index, len(self.start))
-        lengths = self.length.take(rows, axis=0).T.copy()  # (members, n), a member's in order
-        starts = self.start.take(rows, axis=0).T.copy()
-        shapes = self.shape.take(rows, axis=0)
-        for member, total in zip(self.members, lengths.sum(axis=1).tolist()):
-            k = member.k
-            out[member.component] = member.gathered(starts[k], lengths[k], total, shapes)
+        for member in self.members:
+            lengths = _column_at(self.length, member.k, index)
+            shapes = np.empty((len(lengths), member.rank or 0), dtype=np.int64)
+            for j in range(member.rank or 0):
+                shapes[:, j] = self.shape[:, member.offset + j][index]
+            out[member.component] = member.gathered(
+                _column_at(self.start, member.k, index), lengths, int(lengths.sum()), shapes)
 
     def clear(self, index: Any) -> None:
         """Frees rows ``index`` of every member."""
-        taken = self.length[index].sum(axis=0).tolist()
-        self.length[index] = 0
-        for member, total in zip(self.members, taken):
+        for member in self.members:
+            length = self.length[:, member.k]
+            total = int(length[index].sum())
+            length[index] = 0
             member.taken(total)
 
     def finish(self, raw: List[Any], out: List[Any]) -> None:
@@ -486,6 +522,16 @@ class SparseColumns:
         for (component, rows), first, last, dense_shape in zip(lists, [0] + ends, ends,
                                                                dense_shapes):
             out[component] = SparseValue(indices[first:last], rows.values, dense_shape)
+
+
+def _column_at(table: np.ndarray, column: int, index: Any) -> np.ndarray:
+    """``table[index, column]`` in a new array, for a slice or an index array ``index``.
+
+    Through the column's 1-D view: NumPy's ``take`` and its fancy indexing of a 2-D table
+    let go of the GIL, on a batch of rows too, and with runner threads waiting for it each
+    such call was a hand-over (the GIL back only at their next release)."""
+    values = table[:, column][index]
+    return values.copy() if isinstance(index, slice) else values
 
 
 def _widened(table: np.ndarray, columns: int) -> np.ndarray:
@@ -600,7 +646,7 @@ class SparseColumn:
         total = len(raw.values)
         self._room(total)
         first = self.fill
-        self.values[first:first + total] = raw.values
+        _assign(self.values, slice(first, first + total), raw.values)
         if not self.listed:
             self.inner[first:first + total] = raw.full_inner()
         self.fill += total
@@ -610,11 +656,10 @@ class SparseColumn:
     def gathered(self, starts: np.ndarray, lengths: np.ndarray, total: int,
                  shapes: np.ndarray) -> sparse.Rows:
         """The raw batch of rows whose values lie in the arena at ``starts``, ``lengths`` of
-        them (``total`` in all), with the group's ``shapes`` table of the same rows."""
+        them (``total`` in all), with ``shapes``, their dense shapes (int64 ``[n, rank]``)."""
         return sparse.Rows(_gathered(self.values, starts, lengths, total),
                            None if self.listed else
-                           _gathered(self.inner, starts, lengths, total), lengths,
-                           shapes[:, self.offset:self.offset + (self.rank or 0)])
+                           _gathered(self.inner, starts, lengths, total), lengths, shapes)
 
     def taken(self, total: int) -> None:
         """``total`` values of rows just cleared left the arena."""
@@ -647,7 +692,7 @@ class SparseColumn:
         rows = _rows(index, len(group.start))
         lengths = group.length[rows, self.k]
         return self.gathered(group.start[rows, self.k], lengths, int(lengths.sum()),
-                             group.shape.take(rows, axis=0))
+                             group.shape[rows, self.offset:self.offset + (self.rank or 0)])
 
     def read_one(self, row: int) -> SparseValue:
         group = self.group

@@ -207,10 +207,14 @@ def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
         raise InvalidArgumentError(f"{what}: cannot batch sparse values of ranks "
                                    f"{sorted(ranks)}")
     rank = ranks.pop()
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(items))
-    inner = np.concatenate(indices).reshape(-1, rank) if len(items) > 1 else indices[0]
-    if rank == 1 and _plain_lists(inner[:, 0], lengths):
+    counts = list(map(len, values))
+    lengths = np.fromiter(counts, dtype=np.int64, count=len(items))
+    if rank == 1 and _listed(indices, counts):
         inner = None  # token lists, as parsed: no index to keep or move
+    else:
+        inner = np.concatenate(indices).reshape(-1, rank) if len(items) > 1 else indices[0]
+        if rank == 1 and _plain_lists(inner[:, 0], lengths):
+            inner = None
     return Rows(np.concatenate(values) if len(items) > 1 else values[0], inner, lengths,
                 np.array(shapes, dtype=np.int64).reshape(len(items), rank))
 
@@ -334,6 +338,26 @@ def is_list(indices: np.ndarray) -> bool:
     return indices.shape[1] == 1 and bool((indices[:, 0] == _counting(len(indices))).all())
 
 
+def _listed(indices: Sequence[Any], counts: List[int]) -> bool:
+    """True when ``indices``, the int64 ``[count, 1]`` indices of elements of ``counts``
+    values, are 0, 1, ... in each, told by their bytes alone, with the GIL held. False also
+    when the bytes cannot tell (another dtype or layout, more than ``_KEEP_GIL_VALUES``
+    values): :func:`_plain_lists` then decides.
+
+    NumPy's comparisons of more than 500 items let go of the GIL: with several runner
+    threads stacking their groups of token lists, each such call handed the GIL to another
+    thread, which kept it until its own next release."""
+    total = sum(counts)
+    if total > _KEEP_GIL_VALUES:
+        return False
+    try:
+        joined = b"".join(indices)
+    except (BufferError, TypeError, ValueError):  # not contiguous, not arrays, objects
+        return False
+    counting = _counting(max(counts, default=0)).tobytes()
+    return len(joined) == 8 * total and joined == b"".join([counting[:8 * n] for n in counts])
+
+
 def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
     """True when ``columns``, the indices of elements of ``lengths`` values one after the
     other, are 0, 1, ... in every element."""
@@ -418,6 +442,9 @@ _COUNT.flags.writeable = False
 
 # The longest _COUNT grows to (2 MB): longer counts are made per call.
 _MAX_COUNT = 1 << 18
+
+# The most values whose indices stack checks by their bytes, with the GIL held (64 KB).
+_KEEP_GIL_VALUES = 1 << 13
 
 
 def _counting(n: int) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import producers_and_consumers
+from helpers import producers_and_consumers, runs_beside
 
 import queuepipe as qp
 from queuepipe import _columns, _queue_base, sparse
@@ -530,3 +530,25 @@ def test_gather_segments_refuses_what_it_cannot_copy_naming_it(gather):
     assert out.tolist() == [0, 0, 0]
     gather(arena, np.array([7, 1]), np.array([1, 2]), out)
     assert out.tolist() == [7, 1, 2]
+
+
+@pytest.mark.skipif(_columns.core is None, reason="the pure twins of gather_segments and "
+                    "list_indices gather with NumPy, which lets go of the GIL")
+def test_taking_batches_of_token_lists_keeps_the_gil():
+    # NumPy's take and its fancy indexing of a 2-D table let go of the GIL even for a batch's
+    # rows: each was a hand-over from the consumer to a runner thread. A PriorityQueue reads
+    # rows by an index array, as the shuffle queue does (whose draw, Generator.choice, still
+    # lets go of the GIL once a batch: a seeded order must not change)
+    q = qp.PriorityQueue(4800, [qp.int64], shapes=[None])
+    rng = np.random.default_rng(0)
+    lists = [rng.integers(0, 1000, int(n)).tolist() for n in rng.integers(0, 20, 4800)]
+    q.enqueue_many((np.arange(4800), batched(lists)))
+    taken = []
+
+    def take_batches():
+        for _ in range(20):
+            taken.append(q.dequeue_many(48))
+
+    overlapped = runs_beside(take_batches)
+    assert overlapped == [False] * 5, overlapped
+    assert [v for _, batch in taken for v in lists_of(batch)] == lists[:len(taken) * 48]

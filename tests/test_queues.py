@@ -1226,6 +1226,67 @@ def test_staging_rows_of_fixed_shape_keeps_the_gil():
     assert overlapped == [False] * 5, overlapped
 
 
+def put_group(q, staged):
+    """Puts the ``staged`` elements as a batching runner's group (a stage of its own)."""
+    stage = q._add_stage()
+    stage.extend(staged)
+    q._put_staged(stage)
+    with q._lock:
+        q._stages.remove(stage)
+
+
+def test_putting_groups_of_staged_token_lists_keeps_the_gil():
+    # a group of token lists is a few thousand values: stack's check of their indices and
+    # the copy to the arena's end took NumPy calls that let go of the GIL, a hand-over to
+    # another runner thread or the consumer each (who then keeps it until its own next
+    # release). Room is made first (rows and arena grown, then emptied): 5 attempts of 100
+    # groups fit without a growth or a compaction, whose larger copies may let go.
+    rng = np.random.default_rng(0)
+    elements = [(np.int64(i), sv(*rng.integers(0, 1000, int(n))))
+                for i, n in enumerate(rng.integers(50, 150, 48))]
+    q = qp.FIFOQueue(5 * 100 * len(elements), [qp.int64, qp.int64], shapes=[[], None])
+    staged = [q._spec.staged(element) for element in elements]
+
+    def put_groups():
+        for _ in range(100):
+            put_group(q, staged)
+
+    for _ in range(5):
+        put_groups()
+    q.dequeue_many(q.size())
+    overlapped = runs_beside(put_groups)
+    assert overlapped == [False] * 5, overlapped
+    labels, tokens = q.dequeue_many(len(elements))
+    assert labels.tolist() == list(range(len(elements)))
+    assert tokens.values.tolist() == [v for _, element in elements for v in element.values]
+
+
+def test_scattering_and_gathering_rows_of_fixed_shape_keeps_the_gil(monkeypatch):
+    # the shuffle queue writes a group's rows to free rows spread over its column and reads
+    # a batch from rows spread over it: NumPy's fancy indexing and take of a 2-D array let
+    # go of the GIL, a hand-over per group and per batch between the runner threads and the
+    # consumer. (Its draw, Generator.choice, still lets go once a batch: left out here.)
+    q = qp.RandomShuffleQueue(5000, 0, [qp.uint8, qp.int64], shapes=[[784], []],
+                              names=["image", "label"], seed=0)
+    monkeypatch.setattr(q, "_shuffle_in", lambda k: setattr(q, "_appended", q._appended - k))
+    images = np.arange(48 * 784, dtype=np.int64).reshape(48, 784).astype(np.uint8)
+    group = [{"image": image, "label": np.int64(i)} for i, image in enumerate(images)]
+    staged = [q._spec.staged(element) for element in group]
+    batches = []
+
+    def put_and_take():
+        for _ in range(20):
+            put_group(q, staged)
+            batches.append(q.dequeue_many(48))
+
+    put_and_take()  # rows allocated
+    overlapped = runs_beside(put_and_take)
+    assert overlapped == [False] * 5, overlapped
+    for batch in batches:
+        assert batch["image"].tolist() == images[batch["label"]].tolist()
+        assert sorted(batch["label"].tolist()) == list(range(48))
+
+
 @pytest.mark.parametrize("staged", [1, 3])
 def test_staged_rows_go_in_whole_alone_or_in_groups(staged):
     q = qp.FIFOQueue(10, [qp.uint8, qp.float32], shapes=[[784], [2, 2]])
