@@ -122,8 +122,7 @@ def _compact_segments(arena: Any, starts: Any, lengths: Any) -> int:
       ValueError: a segment is not so (nothing is moved), or an argument is not an array of
         the kind named.
     """
-    if type(arena) is not np.ndarray or not arena.ndim or arena.dtype.kind == "O" \
-            or not arena.flags.writeable or not arena.flags.c_contiguous:
+    if not _numbers(arena) or not arena.flags.writeable:
         raise ValueError("compact_segments: the arena must be a writable C-contiguous array "
                          "of numbers")
     _check_int64("compact_segments", starts=starts, lengths=lengths)
@@ -163,22 +162,23 @@ def _gather_segments(arena: Any, starts: Any, lengths: Any, out: Any) -> None:
       ValueError: a segment lies outside the arena or ``out`` is not of their size (nothing
         is copied), or an argument is not an array of the kind named.
     """
-    if type(arena) is not np.ndarray or not arena.ndim or arena.dtype.kind == "O" \
-            or not arena.flags.c_contiguous:
+    if not _numbers(arena):
         raise ValueError("gather_segments: the arena must be a C-contiguous array of numbers")
     _check_int64("gather_segments", starts=starts, lengths=lengths)
-    if type(out) is not np.ndarray or not out.ndim or out.dtype.kind == "O" \
-            or not out.flags.writeable or not out.flags.c_contiguous:
+    if not _numbers(out) or not out.flags.writeable:
         raise ValueError("gather_segments: out must be a writable C-contiguous array of numbers")
     starts, lengths = starts.reshape(-1), lengths.reshape(-1)
     if len(starts) != len(lengths):
         raise ValueError(f"gather_segments: {len(starts)} starts but {len(lengths)} lengths")
     if arena.shape[1:] != out.shape[1:] or arena.data.format != out.data.format:
         raise ValueError("gather_segments: out's rows differ from the arena's")
+    if np.may_share_memory(arena, out):  # (the bounds of both: C-contiguous, exact)
+        raise ValueError("gather_segments: out overlaps the arena")
     rows = len(arena)
-    if not len(starts) or (starts.min() >= 0 and lengths.min() >= 0 and starts.max() <= rows
-                           and lengths.max() <= rows and (starts + lengths).max() <= rows
-                           and lengths.sum() == len(out)):  # (no sum overflows)
+    if not len(starts) and not len(out) or len(starts) and (
+            starts.min() >= 0 and lengths.min() >= 0 and starts.max() <= rows
+            and lengths.max() <= rows and (starts + lengths).max() <= rows
+            and lengths.sum() == len(out)):  # (no sum overflows)
         # (every index checked: "raise" would copy through a buffer)
         np.take(arena, sparse.segments(starts, lengths), axis=0, out=out, mode="clip")
         return
@@ -197,6 +197,14 @@ def _gather_segments(arena: Any, starts: Any, lengths: Any, out: Any) -> None:
         raise ValueError(f"gather_segments: segment {first_bad} (start {starts[first_bad]}, "
                          f"length {lengths[first_bad]}) {reason}")
     np.take(arena, sparse.segments(starts, lengths), axis=0, out=out, mode="clip")
+
+
+def _numbers(array: Any) -> bool:
+    """Whether ``array`` is what the core's column functions take as an arena or an output:
+    a C-contiguous NumPy array of at least one axis whose items are numbers (dtype kinds b,
+    i, u, f and c: one type code in the buffer protocol)."""
+    return type(array) is np.ndarray and array.ndim > 0 and array.dtype.kind in "biufc" \
+        and array.flags.c_contiguous
 
 
 def _check_int64(function: str, **arrays: Any) -> None:

@@ -398,6 +398,9 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
         (nothing is written), ``n`` is below 1, or an argument is not an array of the kind
         named.
     """
+    n = operator.index(n)  # (first, as the core reads its arguments)
+    if not -2**63 <= n < 2**63:
+        raise OverflowError("Python int too large to convert to C ssize_t")
     if type(lengths) is not np.ndarray or lengths.dtype != np.int64 \
             or not lengths.flags.c_contiguous:
         raise ValueError("list_indices: lengths must be a C-contiguous array of int64")

@@ -552,3 +552,61 @@ def test_taking_batches_of_token_lists_keeps_the_gil():
     overlapped = runs_beside(take_batches)
     assert overlapped == [False] * 5, overlapped
     assert [v for _, batch in taken for v in lists_of(batch)] == lists[:len(taken) * 48]
+
+
+def _twins(name):
+    """The core's column function ``name`` and its pure twin (the core's only where it is
+    loaded)."""
+    pure = getattr(_columns, "_" + name)
+    return [pure] if _columns.core is None else [getattr(_columns.core, name), pure]
+
+
+@pytest.mark.parametrize("gather", _twins("gather_segments"))
+def test_gather_segments_refuses_an_out_that_overlaps_its_arena(gather):
+    # (the core copied with memcpy over the bytes it read from: undefined, caught by ASan)
+    a = np.arange(6, dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^gather_segments: out overlaps the arena$"):
+        gather(a[:5], np.array([0]), np.array([5]), a[1:])
+    assert a.tolist() == list(range(6))
+
+
+@pytest.mark.parametrize("gather", _twins("gather_segments"))
+def test_gather_segments_reads_starts_as_they_were_before_it_wrote(gather):
+    # starts share memory with out: the core read them again while it wrote
+    buf = np.array([0, 1, 0], dtype=np.int64)
+    gather(np.array([3, 2, 8, 9], dtype=np.int64), buf[0:2], np.array([1, 1]), buf[1:3])
+    assert buf.tolist() == [0, 3, 2]
+    buf = np.array([0, 1, 0], dtype=np.int64)
+    gather(np.array([100, 2, 8, 9], dtype=np.int64), buf[0:2], np.array([1, 1]), buf[1:3])
+    assert buf.tolist() == [0, 100, 2]
+
+
+@pytest.mark.parametrize("compact", _twins("compact_segments"))
+def test_compact_segments_reads_lengths_as_they_were_before_it_moved(compact):
+    arena = np.array([2, 1, 50, 60, 70, 80], dtype=np.int64)
+    assert compact(arena, np.array([2, 4]), arena[0:2]) == 3
+    assert arena.tolist() == [50, 60, 70, 60, 70, 80]
+
+
+@pytest.mark.parametrize("gather", _twins("gather_segments"))
+def test_gather_segments_of_no_segments_fills_only_an_empty_out(gather):
+    with pytest.raises(ValueError, match=r"^gather_segments: the segments do not hold the 2 "
+                                         r"rows of out$"):
+        gather(np.zeros(3), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(2))
+    gather(np.zeros(3), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+
+
+@pytest.mark.parametrize("compact", _twins("compact_segments"))
+@pytest.mark.parametrize("arena, starts", [
+    (np.arange(4.0), __import__("array").array("q", [0])),  # not a NumPy array
+    (bytearray(8), np.array([0])),
+    (np.zeros(3, dtype=[("Out", "<i8")]), np.array([0])),  # structured: not numbers
+    (np.zeros(3, dtype="S2"), np.array([0])),
+    (np.zeros(3, dtype="datetime64[s]"), np.array([0])),
+    (np.arange(3.0).view(type("Sub", (np.ndarray,), {})), np.array([0])),  # a subclass
+])
+def test_the_column_functions_take_numpy_arrays_of_numbers_only(compact, arena, starts):
+    with pytest.raises(ValueError, match=r"^compact_segments: (the arena must be a writable "
+                                         r"C-contiguous array of numbers|starts must be a "
+                                         r"C-contiguous array of int64)$"):
+        compact(arena, starts, np.array([1]))

@@ -449,11 +449,20 @@ def test_one_record_walk_leaves_what_the_batch_walk_leaves():
     ("not bytes", ((b"i", 0, False, 1, True),), r"^walk_one\(\) argument 1 must be bytes"),
     (b"", ((b"i", 0, False, 1, True), (b"i", 1, True, 1, False)),
      r"^walk_one: spec\[1\] repeats a key$"),
-    (b"", ((b"i", 3, False, 1, True),), r"^walk_examples: spec\[0\] has dtype 3 \(not 0-2\)"),
+    (b"", ((b"i", 3, False, 1, True),), r"^walk_one: spec\[0\] has dtype 3 \(not 0-2\)"),
+    (b"", ((b"i", 0, False, 1, True), 5), r"^walk_one: spec\[1\] must be \(key bytes, "),
 ])
 def test_one_record_walk_refuses_bad_arguments(record, spec, problem):
     with pytest.raises((TypeError, ValueError), match=problem):
         _core.core.walk_one(record, spec)
+
+
+@pytest.mark.parametrize("size", [2**40, 2**61])
+def test_one_record_walk_hands_back_a_dense_size_memory_cannot_hold(size):
+    # (the core raised its own MemoryError or OverflowError; the pure path raises NumPy's)
+    features = qp.parsing._example._example_features(
+        {"a": qp.io.FixedLenFeature([size], qp.int64), "b": qp.io.VarLenFeature(qp.int64)})
+    assert _walkers.core_single(_example(_entry(b"b", _INT64_LIST)), features) is None
 
 
 def test_the_walk_reads_a_spec_of_other_number_types_as_the_same_spec():
@@ -499,10 +508,19 @@ def test_both_batch_checks_agree(items, form):
         assert got is None or list(map(type, got)) == list(map(type, expected))
 
 
+class _List(list):
+    pass
+
+
 @pytest.mark.parametrize("batch", [np.empty((2, 2), dtype=object), np.empty(4, object)[::2],
-                                   np.zeros(3), "text", iter([b"a"])])
+                                   np.array(None, dtype=object), np.zeros(3),
+                                   np.array([b"a"]), "text", b"ab", iter([b"a"]), {b"a": 1},
+                                   _List([b"a"]), None, 3])
 def test_the_batch_checks_refuse_what_is_no_list_tuple_or_flat_object_array(batch):
+    from queuepipe.parsing import _items
+
     for function in ("exact_bytes", "join_equal"):
-        with pytest.raises(TypeError, match=rf"^{function} takes a list, a tuple or a 1-D "
-                                            rf"object array, got "):
-            getattr(_core.core, function)(batch)
+        for check in (getattr(_core.core, function), getattr(_items, "pure_" + function)):
+            with pytest.raises(TypeError, match=rf"^{function} takes a list, a tuple or a "
+                                                rf"C-contiguous 1-D object array$"):
+                check(batch)

@@ -227,11 +227,17 @@ def test_the_core_makes_list_indices_as_the_pure_twin_does(seed):
         assert outcomes[0][1] == [[j % n, p] for j, k in enumerate(lengths) for p in range(k)]
 
 
+def _fill(which):
+    """The core's list_indices ("core", skipping the test where it is not loaded) or its
+    pure twin ("pure")."""
+    if which == "core" and sparse.core is None:
+        pytest.skip("the compiled core is not loaded")
+    return sparse.core.list_indices if which == "core" else sparse._fill_list_indices
+
+
 @pytest.mark.parametrize("fill", ["core", "pure"])
 def test_list_indices_refuse_lengths_that_do_not_fit_naming_them(fill):
-    if fill == "core" and sparse.core is None:
-        pytest.skip("the compiled core is not loaded")
-    fill = sparse.core.list_indices if fill == "core" else sparse._fill_list_indices
+    fill = _fill(fill)
     out = np.zeros((3, 2), dtype=np.int64)
     with pytest.raises(ValueError, match=r"^list_indices: list 1 has a negative length \(-1\)$"):
         fill(np.array([1, -1, 3]), 2, out)
@@ -244,3 +250,27 @@ def test_list_indices_refuse_lengths_that_do_not_fit_naming_them(fill):
     assert out.tolist() == [[0, 0]] * 3
     fill(np.array([2, 0, 1]), 2, out)
     assert out.tolist() == [[0, 0], [0, 1], [0, 0]]
+
+
+@pytest.mark.parametrize("fill", ["core", "pure"])
+def test_list_indices_read_n_first_and_as_an_index(fill):
+    fill = _fill(fill)
+    out = np.zeros((3, 2), dtype=np.int64)
+    for n, error, message in [(2.0, TypeError, "'float' object cannot be interpreted as an "
+                                                "integer"),
+                              (None, TypeError, "'NoneType' object cannot be interpreted as an "
+                                                "integer"),
+                              (2**70, OverflowError, "Python int too large to convert to C "
+                                                     "ssize_t")]:
+        with pytest.raises(error, match=f"^{message}$"):
+            fill(np.array([1.5]), n, out)  # (lengths refused too: n is read first)
+    assert out.tolist() == [[0, 0]] * 3
+
+
+@pytest.mark.parametrize("fill", ["core", "pure"])
+def test_list_indices_read_lengths_before_writing_out_they_share(fill):
+    fill = _fill(fill)
+    out = np.full((3, 2), -7, dtype=np.int64)
+    out[0] = [1, 2]
+    fill(out[0], 2, out)
+    assert out.tolist() == [[0, 0], [1, 0], [1, 1]]

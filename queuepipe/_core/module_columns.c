@@ -7,22 +7,57 @@
 #include "columns.h"
 #include "gil.h"
 
-/* Takes a C-contiguous buffer of int64 from obj into view (fn and what name it in errors). */
+/* numpy.ndarray, taken at import: the functions take NumPy arrays and nothing else, as their
+ * pure twins do (an object is checked by its type, not through NumPy's C API). */
+static PyTypeObject *ndarray_type;
+
+/* Whether a buffer's format is one number type (a byte order, then one type code; complex
+ * as Z and a float code), what NumPy exports for the dtype kinds b, i, u, f and c. */
+static int
+numeric_format(const char *format)
+{
+    if (format == NULL)
+        return 0;
+    if (*format != '\0' && strchr("@=<>!", *format) != NULL)
+        format++;
+    if (*format == 'Z')
+        return format[1] != '\0' && strchr("efdg", format[1]) != NULL && format[2] == '\0';
+    return *format != '\0' && strchr("?bBhHiIlLqQnNefdg", *format) != NULL
+           && format[1] == '\0';
+}
+
+/* Takes a C-contiguous NumPy array of int64 from obj into view (fn and what name it in
+ * errors). */
 static int
 int64_buffer(PyObject *obj, Py_buffer *view, const char *fn, const char *what)
 {
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Clear();
-        view->obj = NULL;
-    } else if (view->itemsize == 8 && view->format != NULL && view->format[0] != '\0'
-               && strchr("lq", view->format[0]) != NULL && view->format[1] == '\0') {
-        return 0;
-    } else {
+    view->obj = NULL;
+    if (Py_TYPE(obj) == ndarray_type
+        && PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) == 0) {
+        if (view->itemsize == 8 && view->format != NULL && view->format[0] != '\0'
+            && strchr("lq", view->format[0]) != NULL && view->format[1] == '\0')
+            return 0;
         PyBuffer_Release(view);
         view->obj = NULL;
     }
+    PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "%s: %s must be a C-contiguous array of int64", fn, what);
     return -1;
+}
+
+/* A copy of an int64 view's items (PyMem, freed by the caller): the passes read it, not
+ * the view, whose memory an output may share or another thread may change while the GIL
+ * is let go. NULL with MemoryError. */
+static int64_t *
+int64_copy(const Py_buffer *view)
+{
+    int64_t *copy = PyMem_Malloc(view->len ? (size_t)view->len : 1);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(copy, view->buf, (size_t)view->len);
+    return copy;
 }
 
 /* Takes an arena (or an output), a C-contiguous array of numbers (not of Python objects,
@@ -33,20 +68,28 @@ arena_buffer(PyObject *obj, Py_buffer *view, int writable, const char *fn, const
              size_t *n_items, size_t *item_bytes)
 {
     int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        PyErr_Clear();
-        view->obj = NULL;
-    } else if (view->ndim >= 1 && view->format != NULL && strchr(view->format, 'O') == NULL) {
-        *n_items = (size_t)view->shape[0];
-        *item_bytes = *n_items ? (size_t)view->len / *n_items : 0;
-        return 0;
-    } else {
+    view->obj = NULL;
+    if (Py_TYPE(obj) == ndarray_type && PyObject_GetBuffer(obj, view, flags) == 0) {
+        if (view->ndim >= 1 && numeric_format(view->format)) {
+            *n_items = (size_t)view->shape[0];
+            *item_bytes = *n_items ? (size_t)view->len / *n_items : 0;
+            return 0;
+        }
         PyBuffer_Release(view);
         view->obj = NULL;
     }
+    PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "%s: %s must be a %sC-contiguous array of numbers", fn,
                  what, writable ? "writable " : "");
     return -1;
+}
+
+/* Whether two views' bytes overlap. */
+static int
+overlap(const Py_buffer *a, const Py_buffer *b)
+{
+    const char *a0 = a->buf, *b0 = b->buf;
+    return a->len > 0 && b->len > 0 && a0 < b0 + b->len && b0 < a0 + a->len;
 }
 
 static const char *const refusals[] = {
@@ -58,12 +101,11 @@ static const char *const refusals[] = {
 
 /* Raises the ValueError of a segment fn refused. */
 static void
-refuse_segment(const char *fn, size_t bad, const Py_buffer *starts, const Py_buffer *lengths,
+refuse_segment(const char *fn, size_t bad, const int64_t *starts, const int64_t *lengths,
                qp_columns_status status)
 {
     PyErr_Format(PyExc_ValueError, "%s: segment %zu (start %lld, length %lld) %s", fn, bad,
-                 (long long)((const int64_t *)starts->buf)[bad],
-                 (long long)((const int64_t *)lengths->buf)[bad], refusals[status]);
+                 (long long)starts[bad], (long long)lengths[bad], refusals[status]);
 }
 
 /* Releases the views taken (those with an object). */
@@ -89,6 +131,7 @@ py_compact_segments(PyObject *self, PyObject *args)
     PyObject *arena_arg, *starts_arg, *lengths_arg, *result = NULL;
     Py_buffer views[3] = {{0}}, *arena = &views[0], *starts = &views[1], *lengths = &views[2];
     size_t n_items, item_bytes, n_live = 0, bad = 0;
+    int64_t *at = NULL, *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOO:compact_segments", &arena_arg, &starts_arg, &lengths_arg))
         return NULL;
@@ -103,17 +146,20 @@ py_compact_segments(PyObject *self, PyObject *args)
         goto done;
     }
     size_t n_segments = (size_t)starts->len / 8;
+    if ((at = int64_copy(starts)) == NULL || (sizes = int64_copy(lengths)) == NULL)
+        goto done;
     PyThreadState *saved = qp_gil_let_go((size_t)arena->len, QP_GIL_FREE_BYTES);
-    qp_columns_status status = qp_columns_compact(arena->buf, n_items, item_bytes,
-                                                  starts->buf, lengths->buf, n_segments,
-                                                  &n_live, &bad);
+    qp_columns_status status = qp_columns_compact(arena->buf, n_items, item_bytes, at, sizes,
+                                                  n_segments, &n_live, &bad);
     qp_gil_take(saved);
     if (status != QP_COLUMNS_OK) {
-        refuse_segment("compact_segments", bad, starts, lengths, status);
+        refuse_segment("compact_segments", bad, at, sizes, status);
         goto done;
     }
     result = PyLong_FromSize_t(n_live);
 done:
+    PyMem_Free(at);
+    PyMem_Free(sizes);
     release_views(views, 3);
     return result;
 }
@@ -145,6 +191,7 @@ py_gather_segments(PyObject *self, PyObject *args)
     Py_buffer views[4] = {{0}}, *arena = &views[0], *starts = &views[1], *lengths = &views[2],
               *out = &views[3];
     size_t n_items, item_bytes, n_out, out_item_bytes, bad = 0;
+    int64_t *at = NULL, *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOO:gather_segments", &arena_arg, &starts_arg, &lengths_arg,
                           &out_arg))
@@ -166,11 +213,16 @@ py_gather_segments(PyObject *self, PyObject *args)
                         "arena's");
         goto done;
     }
+    if (overlap(arena, out)) {
+        PyErr_SetString(PyExc_ValueError, "gather_segments: out overlaps the arena");
+        goto done;
+    }
     size_t n_segments = (size_t)starts->len / 8;
+    if ((at = int64_copy(starts)) == NULL || (sizes = int64_copy(lengths)) == NULL)
+        goto done;
     PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
-    qp_columns_status status = qp_columns_gather(arena->buf, n_items, item_bytes, starts->buf,
-                                                 lengths->buf, n_segments, out->buf, n_out,
-                                                 &bad);
+    qp_columns_status status = qp_columns_gather(arena->buf, n_items, item_bytes, at, sizes,
+                                                 n_segments, out->buf, n_out, &bad);
     qp_gil_take(saved);
     if (status == QP_COLUMNS_OUT_SIZE) {
         PyErr_Format(PyExc_ValueError, "gather_segments: the segments do not hold the %zu "
@@ -178,11 +230,13 @@ py_gather_segments(PyObject *self, PyObject *args)
         goto done;
     }
     if (status != QP_COLUMNS_OK) {
-        refuse_segment("gather_segments", bad, starts, lengths, status);
+        refuse_segment("gather_segments", bad, at, sizes, status);
         goto done;
     }
     result = Py_NewRef(Py_None);
 done:
+    PyMem_Free(at);
+    PyMem_Free(sizes);
     release_views(views, 4);
     return result;
 }
@@ -201,6 +255,7 @@ py_list_indices(PyObject *self, PyObject *args)
     Py_ssize_t per_batch;
     Py_buffer views[2] = {{0}}, *lengths = &views[0], *out = &views[1];
     size_t n_out, row_bytes, bad = 0;
+    int64_t *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OnO:list_indices", &lengths_arg, &per_batch, &out_arg))
         return NULL;
@@ -208,7 +263,7 @@ py_list_indices(PyObject *self, PyObject *args)
         goto done;
     if (arena_buffer(out_arg, out, 1, "list_indices", "out", &n_out, &row_bytes) < 0
         || out->ndim != 2 || out->shape[1] != 2 || out->itemsize != 8
-        || strchr("lq", out->format[0]) == NULL || out->format[1] != '\0') {
+        || strchr("lq", out->format[0]) == NULL) {
         PyErr_Clear();
         PyErr_SetString(PyExc_ValueError, "list_indices: out must be a writable C-contiguous "
                         "int64 array of [total, 2]");
@@ -220,14 +275,15 @@ py_list_indices(PyObject *self, PyObject *args)
         goto done;
     }
     size_t n_lists = (size_t)lengths->len / 8;
+    if ((sizes = int64_copy(lengths)) == NULL)
+        goto done;
     PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
-    qp_columns_status status = qp_columns_list_indices(lengths->buf, n_lists,
-                                                       (size_t)per_batch, out->buf, n_out,
-                                                       &bad);
+    qp_columns_status status = qp_columns_list_indices(sizes, n_lists, (size_t)per_batch,
+                                                       out->buf, n_out, &bad);
     qp_gil_take(saved);
     if (status == QP_COLUMNS_NEGATIVE) {
         PyErr_Format(PyExc_ValueError, "list_indices: list %zu has a negative length (%lld)",
-                     bad, (long long)((const int64_t *)lengths->buf)[bad]);
+                     bad, (long long)sizes[bad]);
         goto done;
     }
     if (status != QP_COLUMNS_OK) {
@@ -237,6 +293,7 @@ py_list_indices(PyObject *self, PyObject *args)
     }
     result = Py_NewRef(Py_None);
 done:
+    PyMem_Free(sizes);
     release_views(views, 2);
     return result;
 }
@@ -250,5 +307,18 @@ static PyMethodDef columns_methods[] = {
 int
 qp_columns_add_functions(PyObject *module)
 {
+    PyObject *numpy = PyImport_ImportModule("numpy");
+    if (numpy == NULL)
+        return -1;
+    PyObject *ndarray = PyObject_GetAttrString(numpy, "ndarray");
+    Py_DECREF(numpy);
+    if (ndarray == NULL)
+        return -1;
+    if (!PyType_Check(ndarray)) {
+        Py_DECREF(ndarray);
+        PyErr_SetString(PyExc_ImportError, "numpy.ndarray is not a type");
+        return -1;
+    }
+    ndarray_type = (PyTypeObject *)ndarray; /* (kept for the module's life) */
     return PyModule_AddFunctions(module, columns_methods);
 }

@@ -32,7 +32,7 @@ plain_spec(PyObject *item)
 /* The spec tuple of one feature: (key: bytes, dtype: 0 int64 / 1 float / 2 bytes,
  * ragged: bool, size: int, required: bool). */
 static int
-read_spec(PyObject *item, Py_ssize_t index, qp_feature *f)
+read_spec(PyObject *item, Py_ssize_t index, const char *function, qp_feature *f)
 {
     PyObject *key;
     int dtype, ragged, required;
@@ -50,14 +50,14 @@ read_spec(PyObject *item, Py_ssize_t index, qp_feature *f)
         if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError,
-                         "walk_examples: spec[%zd] must be (key bytes, dtype, ragged, size, "
-                         "required)", index);
+                         "%s: spec[%zd] must be (key bytes, dtype, ragged, size, "
+                         "required)", function, index);
         }
         return -1;
     }
     if (dtype < QP_INT64 || dtype > QP_BYTES || size < 0) {
-        PyErr_Format(PyExc_ValueError, "walk_examples: spec[%zd] has dtype %d (not 0-2) or "
-                     "size %zd (negative)", index, dtype, size);
+        PyErr_Format(PyExc_ValueError, "%s: spec[%zd] has dtype %d (not 0-2) or "
+                     "size %zd (negative)", function, index, dtype, size);
         return -1;
     }
     f->key = (const uint8_t *)PyBytes_AS_STRING(key);
@@ -249,7 +249,7 @@ read_specs(PyObject *spec, int lists, const char *function, qp_feature **out)
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (read_spec(PyTuple_GET_ITEM(spec, i), i, &features[i]) < 0)
+        if (read_spec(PyTuple_GET_ITEM(spec, i), i, function, &features[i]) < 0)
             return -1;
         if (lists) {
             features[i].fixed_steps = features[i].kind == QP_RAGGED;
@@ -509,7 +509,8 @@ PyDoc_STRVAR(walk_one_doc,
 "gives (a bytearray of numbers, or a list of bytes).");
 
 /* The dense number outputs of walk_one: per feature a bytearray of size values (the walk
- * writes them) where features[i] is a dense number feature, else None. */
+ * writes them) where features[i] is a dense number feature, else None. NULL with
+ * OverflowError or MemoryError for a size memory cannot hold. */
 static PyObject *
 dense_outputs(qp_feature *features, Py_ssize_t n_features)
 {
@@ -570,8 +571,15 @@ walk_one(PyObject *module, PyObject *args)
         features[i].counts = &counts[i];
     }
     outs = dense_outputs(features, n_features);
-    if (outs == NULL)
+    if (outs == NULL) {
+        /* A size past what memory holds: the pure path raises its own error for it. */
+        if (PyErr_ExceptionMatches(PyExc_MemoryError)
+            || PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            result = Py_NewRef(Py_None);
+        }
         goto done;
+    }
     qp_span span = {(const uint8_t *)PyBytes_AS_STRING(record),
                     (size_t)PyBytes_GET_SIZE(record)};
     uint8_t handed_back = 1;
@@ -641,8 +649,8 @@ object_items(PyObject *obj, const char *function, Py_buffer *view, PyObject *con
         PyBuffer_Release(view);
         view->obj = NULL;
     }
-    PyErr_Format(PyExc_TypeError, "%s takes a list, a tuple or a 1-D object array, got %.80s",
-                 function, Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s takes a list, a tuple or a C-contiguous 1-D object array",
+                 function);
     return -1;
 }
 

@@ -21,27 +21,33 @@ from queuepipe import _core
 __all__ = ["exact_bytes", "join_equal", "pure_exact_bytes", "pure_join_equal"]
 
 
-def _listed(items: Any) -> List[Any]:
-    return items.tolist() if isinstance(items, np.ndarray) else list(items)
+def _listed(items: Any, function: str) -> List[Any]:
+    """The items of a batch as a new list; TypeError, as the core raises, for what is no
+    batch."""
+    if type(items) is list or type(items) is tuple:
+        return list(items)
+    if isinstance(items, np.ndarray) and items.dtype == object and items.ndim == 1 \
+            and items.flags.c_contiguous:
+        return items.tolist()
+    raise TypeError(f"{function} takes a list, a tuple or a C-contiguous 1-D object array")
 
 
 def pure_exact_bytes(items: Any) -> Optional[List[bytes]]:
     """The items as a new list when every one is exactly ``bytes``, else None."""
-    listed = _listed(items)
+    listed = _listed(items, "exact_bytes")
     return listed if set(map(type, listed)) <= {bytes} else None
 
 
 def pure_join_equal(items: Any) -> Optional[bytearray]:
     """The items one after the other in a new ``bytearray`` when there is at least one, every
     one is exactly ``bytes`` and all have one length, else None."""
-    listed = _listed(items)
+    listed = _listed(items, "join_equal")
     if not listed or not set(map(type, listed)) <= {bytes} or len(set(map(len, listed))) != 1:
         return None
     return bytearray().join(listed)
 
 
-_compiled = _core.core if _core.core is not None and hasattr(_core.core, "join_equal") \
-    else None
+_compiled = _core.core
 exact_bytes: Callable[[Any], Optional[List[bytes]]] = (
     _compiled.exact_bytes if _compiled is not None else pure_exact_bytes)
 join_equal: Callable[[Any], Optional[bytearray]] = (
