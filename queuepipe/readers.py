@@ -320,8 +320,8 @@ def _pure_format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:
 
 
 # The keys of a list of positions: the compiled core's format_keys when it is loaded (one C
-# pass, without the pure way's split of one formatted whole), else
-# the pure twin. Both give the same keys (tests/test_readers.py).
+# pass, without the pure way's split of one formatted whole), else the pure twin. Both give
+# the same keys (tests/test_core.py).
 _format_keys: Callable[[bytes, List[int]], List[bytes]] = (
     core.format_keys if core is not None else _pure_format_keys)
 
