@@ -445,6 +445,34 @@ def test_one_record_walk_leaves_what_the_batch_walk_leaves():
     assert _walkers.core_single(_example(_entry(b"i", _INT64_LIST)), features) is None  # no "s"
 
 
+@pytest.mark.parametrize("value", [-2**63, -1, 0, 1, 127, 128, 300, 2**31, 2**63 - 1])
+def test_one_record_walk_gives_an_int64_scalar_as_both_parsers_do(value):
+    # walk_one hands a scalar int64 over as an int (scalars), which the plan makes a NumPy
+    # scalar: from a table for 0..127, else np.int64; the same value and type as the pure
+    # single parser's, over the whole int64 range
+    spec = {"label": qp.io.FixedLenFeature([], qp.int64),
+            "one": qp.io.FixedLenFeature([1], qp.int64),
+            "ids": qp.io.VarLenFeature(qp.int64)}
+    record = make_example({"label": [value], "one": [value], "ids": [value, 1]}).SerializeToString()
+    features = qp.parsing._example._example_features(spec)
+    core, pure = (single(record, features)
+                  for single in (_walkers.core_single, _walkers.pure_single))
+    assert type(core["label"]) is type(pure["label"]) is np.int64
+    assert core["label"] == pure["label"] == value
+    assert core["one"].dtype == np.int64 and core["one"].tolist() == pure["one"].tolist()
+    assert core["ids"].values.tolist() == pure["ids"].values.tolist() == [value, 1]
+
+
+def test_one_record_walk_gives_ints_only_for_the_scalars_asked_for():
+    record = make_example({"a": [-7], "b": [9], "c": [1.5]}).SerializeToString()
+    spec = ((b"a", 0, False, 1, True), (b"b", 0, False, 1, True), (b"c", 1, False, 1, True))
+    assert _core.core.walk_one(record, spec, b"\1\1\1") == (-7, 9, bytearray(
+        np.float32(1.5).tobytes()))  # a float: its bytes whatever the flag
+    a, b, c = _core.core.walk_one(record, spec, b"\0")  # flags past the bytes given: 0
+    assert np.frombuffer(a, np.int64).tolist() == [-7] and type(b) is bytearray
+    assert _core.core.walk_one(record, spec) == _core.core.walk_one(record, spec, b"")
+
+
 @pytest.mark.parametrize("record, spec, problem", [
     ("not bytes", ((b"i", 0, False, 1, True),), r"^walk_one\(\) argument 1 must be bytes"),
     (b"", ((b"i", 0, False, 1, True), (b"i", 1, True, 1, False)),

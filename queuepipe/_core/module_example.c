@@ -500,13 +500,15 @@ done:
 }
 
 PyDoc_STRVAR(walk_one_doc,
-"walk_one(record, spec) -> tuple or None\n\n"
+"walk_one(record, spec, scalars=b'') -> tuple or None\n\n"
 "walk_examples of one serialized Example (bytes), for parse_single_example: every output\n"
 "made here. Returns None when the record is left to the pure path, else per feature of\n"
 "spec (as walk_examples') a bytearray of its size values for a dense number feature the\n"
 "record holds, a list of bytes for a dense string feature it holds, None for a dense\n"
 "feature it lacks (its default applies), and for a ragged feature what walk_examples\n"
-"gives (a bytearray of numbers, or a list of bytes).");
+"gives (a bytearray of numbers, or a list of bytes). scalars: bytes, one per feature\n"
+"(missing ones 0); where it is nonzero and the feature is a dense int64 one of one value\n"
+"that the record holds, that value comes as an int instead of a bytearray.");
 
 /* The dense number outputs of walk_one: per feature a bytearray of size values (the walk
  * writes them) where features[i] is a dense number feature, else None. */
@@ -550,11 +552,14 @@ static PyObject *
 walk_one(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *record, *spec;
-    if (!PyArg_ParseTuple(args, "O!O!:walk_one", &PyBytes_Type, &record, &PyTuple_Type,
-                          &spec))
+    PyObject *record, *spec, *scalars = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!|O!:walk_one", &PyBytes_Type, &record, &PyTuple_Type,
+                          &spec, &PyBytes_Type, &scalars))
         return NULL;
     Py_ssize_t n_features = PyTuple_GET_SIZE(spec);
+    /* scalars[i] for i below its length, else 0: read only within the bytes given */
+    const char *scalar_flags = scalars == NULL ? "" : PyBytes_AS_STRING(scalars);
+    Py_ssize_t n_flags = scalars == NULL ? 0 : PyBytes_GET_SIZE(scalars);
     PyObject *result = NULL, *outs = NULL;
     qp_feature *features = NULL;
     uint8_t *present = PyMem_Calloc((size_t)n_features + 1, 1);
@@ -593,6 +598,12 @@ walk_one(PyObject *module, PyObject *args)
         PyObject *item;
         if (f->kind == QP_DENSE && !present[i])
             item = Py_NewRef(Py_None);
+        else if (f->kind == QP_DENSE && f->dtype == QP_INT64 && f->size == 1
+                 && i < n_flags && scalar_flags[i] != 0) {
+            int64_t value; /* the one value the walk wrote (dense_len_bytes is 8) */
+            memcpy(&value, f->dense, sizeof value);
+            item = PyLong_FromLongLong((long long)value);
+        }
         else if (f->kind == QP_DENSE && f->dtype != QP_BYTES)
             item = Py_NewRef(PyTuple_GET_ITEM(outs, i));
         else

@@ -35,7 +35,7 @@ from queuepipe import _core
 from queuepipe._chunks import RecordChunk
 from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
-from queuepipe.parsing._single import _parse_single_plain
+from queuepipe.parsing._single import _SMALL_INT64, _parse_single_plain
 from queuepipe.parsing._sinks import _new_sparse, _RaggedOut, _shaped, _sparse_1d
 from queuepipe.parsing._specs import _FIXED, _SEQ, _VAR, _frombuffer
 from queuepipe.sparse import SparseValue
@@ -146,6 +146,9 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
         return plan
     namespace: Dict[str, Any] = {
         "walk_one": _core.core.walk_one, "spec": _core_spec(features),  # type: ignore[union-attr]
+        "scalars": bytes(feature.kind == _FIXED and feature.shape == () and
+                         feature.dtype == _INT64 for feature in features),
+        "_SMALL_INT64": _SMALL_INT64, "_int64": np.int64,
         "_arange": _arange, "_INT64": _INT64, "_new_sparse": _new_sparse,
         "SparseValue": SparseValue, "_frombuffer": _frombuffer, "_sparse_1d": _sparse_1d,
         "_values": _values, "_rows": _rows}
@@ -171,7 +174,10 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
             namespace[f"default{i}"] = default[0] if default is not None and scalar \
                 else default
             if scalar:
-                value = f"r{i}[0]" if strings else f"_frombuffer(r{i}, dtype{i})[0]"
+                # an int64 comes as an int (see scalars): 0..127 from a table of NumPy scalars
+                value = f"r{i}[0]" if strings else \
+                    f"(_SMALL_INT64[r{i}] if 0 <= r{i} < 128 else _int64(r{i}))" \
+                    if feature.dtype == _INT64 else f"_frombuffer(r{i}, dtype{i})[0]"
                 value = f"default{i} if r{i} is None else {value}"
             else:
                 made = f"_values(dtype{i}, r{i})" if strings else f"_frombuffer(r{i}, dtype{i})"
@@ -181,7 +187,7 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
         outputs.append(f"key{i}: {value}")
     results = "".join(f"r{i}, " for i in range(len(features)))
     source = "".join(f"    {line}\n" for line in (
-        "found = walk_one(record, spec)", "if found is None:", "    return None",
+        "found = walk_one(record, spec, scalars)", "if found is None:", "    return None",
         *([f"{results}= found"] if results else []), *statements,
         f"return {{{', '.join(outputs)}}}"))
     exec(f"def plan(record):\n{source}", namespace)  # noqa: S102 - no data in the source
