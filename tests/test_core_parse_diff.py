@@ -447,7 +447,7 @@ def test_one_record_walk_leaves_what_the_batch_walk_leaves():
 
 @pytest.mark.parametrize("value", [-2**63, -1, 0, 1, 127, 128, 300, 2**31, 2**63 - 1])
 def test_one_record_walk_gives_an_int64_scalar_as_both_parsers_do(value):
-    # walk_one hands a scalar int64 over as an int (scalars), which the plan makes a NumPy
+    # walk_one hands a scalar int64 over as an int (forms), which the plan makes a NumPy
     # scalar: from a table for 0..127, else np.int64; the same value and type as the pure
     # single parser's, over the whole int64 range
     spec = {"label": qp.io.FixedLenFeature([], qp.int64),
@@ -463,14 +463,41 @@ def test_one_record_walk_gives_an_int64_scalar_as_both_parsers_do(value):
     assert core["ids"].values.tolist() == pure["ids"].values.tolist() == [value, 1]
 
 
-def test_one_record_walk_gives_ints_only_for_the_scalars_asked_for():
-    record = make_example({"a": [-7], "b": [9], "c": [1.5]}).SerializeToString()
-    spec = ((b"a", 0, False, 1, True), (b"b", 0, False, 1, True), (b"c", 1, False, 1, True))
-    assert _core.core.walk_one(record, spec, b"\1\1\1") == (-7, 9, bytearray(
-        np.float32(1.5).tobytes()))  # a float: its bytes whatever the flag
-    a, b, c = _core.core.walk_one(record, spec, b"\0")  # flags past the bytes given: 0
+def test_one_record_walk_gives_its_forms_only_where_asked():
+    record = make_example({"a": [-7], "b": [9], "c": [1.5], "d": [4, -5],
+                           "e": []}).SerializeToString()
+    spec = ((b"a", 0, False, 1, True), (b"b", 0, False, 1, True), (b"c", 1, False, 1, True),
+            (b"d", 0, True, 1, False), (b"e", 0, True, 1, False))
+    a, b, c, d, e = _core.core.walk_one(record, spec, b"\1\1\1\1\1")
+    assert (a, b) == (-7, 9) and c == bytearray(np.float32(1.5).tobytes())  # a float: bytes
+    assert np.frombuffer(d, np.int64).tolist() == [0, 1, 2, 4, -5]  # 0..n, then the values
+    assert np.frombuffer(e, np.int64).tolist() == [0]  # no values: n = 0 alone
+    a, b, c, d, e = _core.core.walk_one(record, spec, b"\0")  # flags past the bytes given: 0
     assert np.frombuffer(a, np.int64).tolist() == [-7] and type(b) is bytearray
+    assert np.frombuffer(d, np.int64).tolist() == [4, -5] and e == bytearray()
     assert _core.core.walk_one(record, spec) == _core.core.walk_one(record, spec, b"")
+
+
+def test_one_record_walk_gives_sparse_int64_outputs_as_the_pure_parser_does():
+    spec = {"ids": qp.io.VarLenFeature(qp.int64)}
+    features = qp.parsing._example._example_features(spec)
+    for ids in ([], [7], list(range(-3, 300))):
+        record = make_example({"ids": ids}).SerializeToString()
+        core = _walkers.core_single(record, features)["ids"]
+        wanted = {"indices": np.arange(len(ids), dtype=np.int64)[:, None],
+                  "values": np.array(ids, dtype=np.int64),
+                  "dense_shape": np.array([len(ids)], dtype=np.int64)}
+        if ids:  # (the pure parser leaves an empty list to the general path)
+            pure = _walkers.pure_single(record, features)["ids"]
+            assert all(getattr(pure, name).tolist() == want.tolist()
+                       for name, want in wanted.items())
+        for name, want in wanted.items():
+            got = getattr(core, name)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tolist() == want.tolist() and got.flags.writeable
+        core.values[:] = -1  # three disjoint views: writing one changes no other
+        assert core.indices.ravel().tolist() == list(range(len(ids)))
+        assert core.dense_shape.tolist() == [len(ids)]
 
 
 @pytest.mark.parametrize("record, spec, problem", [

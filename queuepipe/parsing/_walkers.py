@@ -146,8 +146,9 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
         return plan
     namespace: Dict[str, Any] = {
         "walk_one": _core.core.walk_one, "spec": _core_spec(features),  # type: ignore[union-attr]
-        "scalars": bytes(feature.kind == _FIXED and feature.shape == () and
-                         feature.dtype == _INT64 for feature in features),
+        "forms": bytes(feature.dtype == _INT64 and (
+            feature.kind == _VAR or feature.kind == _FIXED and feature.shape == ())
+            for feature in features),
         "_SMALL_INT64": _SMALL_INT64, "_int64": np.int64,
         "_arange": _arange, "_INT64": _INT64, "_new_sparse": _new_sparse,
         "SparseValue": SparseValue, "_frombuffer": _frombuffer, "_sparse_1d": _sparse_1d,
@@ -157,7 +158,13 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
         namespace.update({f"key{i}": feature.key, f"dtype{i}": feature.dtype,
                           f"shape{i}": feature.shape, f"size{i}": feature.size})
         strings = feature.dtype == _dtypes.string
-        if feature.kind == _VAR and not strings:  # (_sparse_1d inlined)
+        if feature.kind == _VAR and feature.dtype == _INT64:
+            # (see forms) 0, 1, ..., n and the n values in one buffer: indices, dense shape
+            # and values are three views of it, disjoint
+            statements += [f"w{i} = _frombuffer(r{i}, _INT64)", f"n{i} = len(w{i}) >> 1"]
+            value = (f"_new_sparse(SparseValue, (w{i}[:n{i}, None], w{i}[n{i} + 1:], "
+                     f"w{i}[n{i}:n{i} + 1]))")
+        elif feature.kind == _VAR and not strings:  # (_sparse_1d inlined)
             statements += [f"n{i} = len(r{i}) // {operator.index(feature.dtype.itemsize)}",
                            f"numbers{i} = _arange(n{i} + 1, dtype=_INT64)"]
             value = (f"_new_sparse(SparseValue, (numbers{i}[:n{i}, None], "
@@ -174,7 +181,7 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
             namespace[f"default{i}"] = default[0] if default is not None and scalar \
                 else default
             if scalar:
-                # an int64 comes as an int (see scalars): 0..127 from a table of NumPy scalars
+                # an int64 comes as an int (see forms): 0..127 from a table of NumPy scalars
                 value = f"r{i}[0]" if strings else \
                     f"(_SMALL_INT64[r{i}] if 0 <= r{i} < 128 else _int64(r{i}))" \
                     if feature.dtype == _INT64 else f"_frombuffer(r{i}, dtype{i})[0]"
@@ -187,7 +194,7 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
         outputs.append(f"key{i}: {value}")
     results = "".join(f"r{i}, " for i in range(len(features)))
     source = "".join(f"    {line}\n" for line in (
-        "found = walk_one(record, spec, scalars)", "if found is None:", "    return None",
+        "found = walk_one(record, spec, forms)", "if found is None:", "    return None",
         *([f"{results}= found"] if results else []), *statements,
         f"return {{{', '.join(outputs)}}}"))
     exec(f"def plan(record):\n{source}", namespace)  # noqa: S102 - no data in the source
