@@ -33,6 +33,12 @@ excluded.
 ``--workload`` (mnist, float, tokens, wide) applies to ``features``, ``parse`` and
 ``per_record``; the others run on mnist.
 
+The counted child runs with ``PYTHONHASHSEED=0`` and one BLAS/OpenMP thread
+(``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the like set to 1):
+NumPy's OpenBLAS otherwise starts a pool of threads at import whose start-up and spinning
+valgrind counts too, and the counts of the same run then swing by thousands of instructions a
+record.
+
 per_record, bulk and read leave threads out on purpose: what they add (GIL hand-overs, cache
 traffic between cores) is measured by ``bench.py``, not here. Needs ``valgrind`` (Debian's
 package) and the workload that ``bench.py`` writes.
@@ -51,6 +57,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BASELINE = 2000  # records of the run that is subtracted (imports, first file, warm-up)
 PIPELINES = ("per_record", "bulk", "read", "features", "features_seeded", "parse")
 EPOCHS = 3  # of the features pipelines' measured run (their baseline: one epoch)
+# The variables that size NumPy's BLAS and OpenMP thread pools: one thread in the counted run.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 def run(pipeline: str, data: str, records: int, threads: int = 1,
@@ -123,6 +132,7 @@ def instructions(pipeline: str, data: str, amount: int, threads: int,
     """The instructions valgrind counts for a whole run of ``pipeline`` over ``amount``
     (records, or epochs), and the records it ran over."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in every run
+    env.update(dict.fromkeys(BLAS_THREADS, "1"))  # no BLAS thread pool (see the docstring)
     argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
             os.path.abspath(__file__), pipeline, "--data", data, "--records", str(amount),
             "--threads", str(threads), "--workload", workload, "--warm", str(warm), "--run"]

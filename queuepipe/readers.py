@@ -34,6 +34,7 @@ from typing import IO, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 import numpy as np
 
 from queuepipe._chunks import RecordChunk
+from queuepipe._core import core
 from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
 from queuepipe._streams import ReadBuffer, stored_size
 from queuepipe.errors import DataLossError, InvalidArgumentError, OutOfRangeError
@@ -306,7 +307,7 @@ def _object_array(items: List[bytes]) -> np.ndarray:
     return out
 
 
-def _format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:
+def _pure_format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:
     """The keys ``b"<file>:<position>"`` of records at ``positions`` in the file ``prefix``.
 
     All are formatted by one ``%`` and cut apart at NUL bytes, which a local file name cannot
@@ -316,6 +317,13 @@ def _format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:
     if not positions or b"\0" in prefix:
         return list(map(key.__mod__, positions))
     return (((key + b"\0") * (len(positions) - 1) + key) % tuple(positions)).split(b"\0")
+
+
+# The keys of a list of positions: the compiled core's format_keys when it is loaded (one C
+# pass, without the pure way's split of one formatted whole), else the pure twin. Both give
+# the same keys (tests/test_core.py).
+_format_keys: Callable[[bytes, List[int]], List[bytes]] = (
+    core.format_keys if core is not None else _pure_format_keys)
 
 
 class TFRecordReader(ReaderBase):

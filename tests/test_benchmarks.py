@@ -190,6 +190,22 @@ def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline, a
     assert load("instructions").run(pipeline, data, amount) == records
 
 
+def test_the_counted_child_runs_with_one_blas_thread(monkeypatch):
+    # a BLAS thread pool's start-up and spinning swing the counts by thousands a record
+    instructions, seen = load("instructions"), {}
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+
+    def run(argv, env, **kwargs):
+        seen.update(env)
+        return type("Done", (), {"returncode": 0, "stdout": "records 10\n",
+                                 "stderr": "Collected : 1234"})()
+
+    monkeypatch.setattr(instructions.subprocess, "run", run)
+    assert instructions.instructions("parse", "data", 10, 1, "mnist") == (1234, 10)
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        assert seen[name] == "1"
+
+
 @pytest.mark.parametrize("kind", ["mnist", "float", "tokens", "wide", "large"])
 def test_the_parse_pipeline_counts_every_workload(workload, monkeypatch, kind):
     bench, data = workload

@@ -422,3 +422,33 @@ def test_unframe_refuses_lengths_not_aligned_for_int64(core):
     with pytest.raises(ValueError, match=r"^unframe: lengths starts at an address that is not "
                                          r"a multiple of 8 \(int64\)$"):
         core.unframe([_frames._frame(b"x")], lengths)
+
+
+# -- the keys of records ---------------------------------------------------------------------
+
+
+@given(st.binary(max_size=40),
+       st.lists(st.one_of(st.integers(-2**63, 2**63 - 1), st.booleans()), max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_both_key_formatters_give_the_same_keys(core, prefix, positions):
+    from queuepipe.readers import _pure_format_keys
+
+    assert core.format_keys(prefix, positions) == _pure_format_keys(prefix, positions)
+
+
+def test_the_key_formatter_gives_the_keys_of_every_kind_of_prefix(core):
+    # a NUL or % in the name: the pure twin formats such keys one by one
+    for prefix in (b"mem://a\0b%", b"f%d", b"", "é/x".encode()):
+        for positions in ([], [0], [9, 10, 99, 100, 2**63 - 1, -2**63]):
+            assert core.format_keys(prefix, positions) == [
+                prefix + b":" + str(position).encode() for position in positions]
+
+
+@pytest.mark.parametrize("positions, error, message", [
+    ([0, 1.5], TypeError, r"^format_keys: positions\[1\] is float, not int$"),
+    ([2**63], OverflowError, r"int too big to convert"),
+    ((0, 1), TypeError, r"must be list, not tuple"),
+])
+def test_the_key_formatter_refuses_what_no_reader_gives(core, positions, error, message):
+    with pytest.raises(error, match=message):
+        core.format_keys(b"f", positions)

@@ -445,6 +445,61 @@ def test_one_record_walk_leaves_what_the_batch_walk_leaves():
     assert _walkers.core_single(_example(_entry(b"i", _INT64_LIST)), features) is None  # no "s"
 
 
+@pytest.mark.parametrize("value", [-2**63, -1, 0, 1, 127, 128, 300, 2**31, 2**63 - 1])
+def test_one_record_walk_gives_an_int64_scalar_as_both_parsers_do(value):
+    # walk_one hands a scalar int64 over as an int (forms), which the plan makes a NumPy
+    # scalar: from a table for 0..127, else np.int64; the same value and type as the pure
+    # single parser's, over the whole int64 range
+    spec = {"label": qp.io.FixedLenFeature([], qp.int64),
+            "one": qp.io.FixedLenFeature([1], qp.int64),
+            "ids": qp.io.VarLenFeature(qp.int64)}
+    record = make_example({"label": [value], "one": [value], "ids": [value, 1]}).SerializeToString()
+    features = qp.parsing._example._example_features(spec)
+    core, pure = (single(record, features)
+                  for single in (_walkers.core_single, _walkers.pure_single))
+    assert type(core["label"]) is type(pure["label"]) is np.int64
+    assert core["label"] == pure["label"] == value
+    assert core["one"].dtype == np.int64 and core["one"].tolist() == pure["one"].tolist()
+    assert core["ids"].values.tolist() == pure["ids"].values.tolist() == [value, 1]
+
+
+def test_one_record_walk_gives_its_forms_only_where_asked():
+    record = make_example({"a": [-7], "b": [9], "c": [1.5], "d": [4, -5],
+                           "e": []}).SerializeToString()
+    spec = ((b"a", 0, False, 1, True), (b"b", 0, False, 1, True), (b"c", 1, False, 1, True),
+            (b"d", 0, True, 1, False), (b"e", 0, True, 1, False))
+    a, b, c, d, e = _core.core.walk_one(record, spec, b"\1\1\1\1\1")
+    assert (a, b) == (-7, 9) and c == bytearray(np.float32(1.5).tobytes())  # a float: bytes
+    assert np.frombuffer(d, np.int64).tolist() == [0, 1, 2, 4, -5]  # 0..n, then the values
+    assert np.frombuffer(e, np.int64).tolist() == [0]  # no values: n = 0 alone
+    a, b, c, d, e = _core.core.walk_one(record, spec, b"\0")  # flags past the bytes given: 0
+    assert np.frombuffer(a, np.int64).tolist() == [-7] and type(b) is bytearray
+    assert np.frombuffer(d, np.int64).tolist() == [4, -5] and e == bytearray()
+    assert _core.core.walk_one(record, spec) == _core.core.walk_one(record, spec, b"")
+
+
+def test_one_record_walk_gives_sparse_int64_outputs_as_the_pure_parser_does():
+    spec = {"ids": qp.io.VarLenFeature(qp.int64)}
+    features = qp.parsing._example._example_features(spec)
+    for ids in ([], [7], list(range(-3, 300))):
+        record = make_example({"ids": ids}).SerializeToString()
+        core = _walkers.core_single(record, features)["ids"]
+        wanted = {"indices": np.arange(len(ids), dtype=np.int64)[:, None],
+                  "values": np.array(ids, dtype=np.int64),
+                  "dense_shape": np.array([len(ids)], dtype=np.int64)}
+        if ids:  # (the pure parser leaves an empty list to the general path)
+            pure = _walkers.pure_single(record, features)["ids"]
+            assert all(getattr(pure, name).tolist() == want.tolist()
+                       for name, want in wanted.items())
+        for name, want in wanted.items():
+            got = getattr(core, name)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tolist() == want.tolist() and got.flags.writeable
+        core.values[:] = -1  # three disjoint views: writing one changes no other
+        assert core.indices.ravel().tolist() == list(range(len(ids)))
+        assert core.dense_shape.tolist() == [len(ids)]
+
+
 @pytest.mark.parametrize("record, spec, problem", [
     ("not bytes", ((b"i", 0, False, 1, True),), r"^walk_one\(\) argument 1 must be bytes"),
     (b"", ((b"i", 0, False, 1, True), (b"i", 1, True, 1, False)),

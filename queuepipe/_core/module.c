@@ -12,7 +12,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 9
+#define QP_ABI_VERSION 11
 
 
 static uint32_t
@@ -432,6 +432,95 @@ done:
     return result;
 }
 
+/* The most characters of an int64 in decimal: a sign and 19 digits. */
+#define QP_INT64_DIGITS 20
+
+/* Writes position in decimal at out (room for QP_INT64_DIGITS), as Python's "%d" does;
+ * returns the characters written. */
+static size_t
+decimal(long long position, char *out)
+{
+    char reversed[QP_INT64_DIGITS];
+    size_t n = 0;
+    /* the magnitude as unsigned: -LLONG_MIN does not fit a long long */
+    unsigned long long magnitude = position < 0 ? (unsigned long long)(-(position + 1)) + 1
+                                                : (unsigned long long)position;
+    do {
+        reversed[n++] = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    size_t written = 0;
+    if (position < 0) {
+        out[written++] = '-';
+    }
+    while (n > 0) {
+        out[written++] = reversed[--n];
+    }
+    return written;
+}
+
+PyDoc_STRVAR(format_keys_doc,
+"format_keys(prefix, positions, /)\n--\n\n"
+"The keys b\"<prefix>:<position>\" of a list of ints (each within int64), as a list of\n"
+"bytes: what readers.py's _format_keys makes, one C pass.");
+
+static PyObject *
+py_format_keys(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer prefix;
+    PyObject *positions;
+    if (!PyArg_ParseTuple(args, "y*O!", &prefix, &PyList_Type, &positions)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(positions);
+    PyObject *keys = PyList_New(n);
+    if (keys == NULL) {
+        goto done;
+    }
+    /* Making the list may run a collection and finalizers that change the list given; from
+     * here on nothing runs Python code (bytes are not tracked by the collector). */
+    if (PyList_GET_SIZE(positions) != n) {
+        PyErr_SetString(PyExc_RuntimeError, "format_keys: positions changed size");
+        Py_CLEAR(keys);
+        goto done;
+    }
+    if (prefix.len > PY_SSIZE_T_MAX - 1 - QP_INT64_DIGITS) {
+        PyErr_SetString(PyExc_OverflowError, "format_keys: the prefix is too long");
+        Py_CLEAR(keys);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(positions, i);
+        if (!PyLong_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "format_keys: positions[%zd] is %.80s, not int", i,
+                         Py_TYPE(item)->tp_name);
+            Py_CLEAR(keys);
+            goto done;
+        }
+        long long position = PyLong_AsLongLong(item);
+        if (position == -1 && PyErr_Occurred()) {
+            Py_CLEAR(keys);
+            goto done;
+        }
+        char digits[QP_INT64_DIGITS];
+        size_t n_digits = decimal(position, digits);
+        PyObject *key = PyBytes_FromStringAndSize(NULL, prefix.len + 1 + (Py_ssize_t)n_digits);
+        if (key == NULL) {
+            Py_CLEAR(keys);
+            goto done;
+        }
+        char *out = PyBytes_AS_STRING(key);
+        memcpy(out, prefix.buf, (size_t)prefix.len);
+        out[prefix.len] = ':';
+        memcpy(out + prefix.len + 1, digits, n_digits);
+        PyList_SET_ITEM(keys, i, key);
+    }
+done:
+    PyBuffer_Release(&prefix);
+    return keys;
+}
+
 static PyMethodDef core_methods[] = {
     {"crc32c", py_crc32c, METH_VARARGS, crc32c_doc},
     {"crc32c_by_table", py_crc32c_by_table, METH_VARARGS, crc32c_by_table_doc},
@@ -440,6 +529,7 @@ static PyMethodDef core_methods[] = {
     {"scan_frames", py_scan_frames, METH_VARARGS, scan_frames_doc},
     {"scan_spans", py_scan_spans, METH_VARARGS, scan_spans_doc},
     {"unframe", py_unframe, METH_VARARGS, unframe_doc},
+    {"format_keys", py_format_keys, METH_VARARGS, format_keys_doc},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {

@@ -500,13 +500,43 @@ done:
 }
 
 PyDoc_STRVAR(walk_one_doc,
-"walk_one(record, spec) -> tuple or None\n\n"
+"walk_one(record, spec, forms=b'') -> tuple or None\n\n"
 "walk_examples of one serialized Example (bytes), for parse_single_example: every output\n"
 "made here. Returns None when the record is left to the pure path, else per feature of\n"
 "spec (as walk_examples') a bytearray of its size values for a dense number feature the\n"
 "record holds, a list of bytes for a dense string feature it holds, None for a dense\n"
 "feature it lacks (its default applies), and for a ragged feature what walk_examples\n"
-"gives (a bytearray of numbers, or a list of bytes).");
+"gives (a bytearray of numbers, or a list of bytes). forms: bytes, one per feature\n"
+"(missing ones 0); where it is nonzero, a dense int64 feature of one value that the record\n"
+"holds comes as an int instead of a bytearray, and a ragged int64 feature's n values as a\n"
+"bytearray of 2n + 1 int64: 0, 1, ..., n, then the values (a SparseValue's indices, dense\n"
+"shape and values, without an arange).");
+
+/* A ragged int64 feature's n values as walk_one gives them with its form flag: a bytearray
+ * of the int64 0, 1, ..., n, then the n values. */
+static PyObject *
+counted_numbers(const qp_feature *f)
+{
+    size_t n = f->values.len / sizeof(int64_t);  /* whole values: the walk writes int64 */
+    size_t values_bytes = n * sizeof(int64_t), counts_bytes;
+    if (__builtin_mul_overflow(n + 1, sizeof(int64_t), &counts_bytes)
+        || counts_bytes > (size_t)PY_SSIZE_T_MAX - values_bytes) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL,
+                                                  (Py_ssize_t)(counts_bytes + values_bytes));
+    if (out == NULL)
+        return NULL;
+    char *dest = PyByteArray_AS_STRING(out);
+    for (size_t i = 0; i <= n; i++) {
+        int64_t count = (int64_t)i;
+        memcpy(dest + i * sizeof count, &count, sizeof count);
+    }
+    if (values_bytes != 0)
+        memcpy(dest + counts_bytes, f->values.data, values_bytes);
+    return out;
+}
 
 /* The dense number outputs of walk_one: per feature a bytearray of size values (the walk
  * writes them) where features[i] is a dense number feature, else None. NULL with
@@ -551,11 +581,14 @@ static PyObject *
 walk_one(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *record, *spec;
-    if (!PyArg_ParseTuple(args, "O!O!:walk_one", &PyBytes_Type, &record, &PyTuple_Type,
-                          &spec))
+    PyObject *record, *spec, *forms = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!|O!:walk_one", &PyBytes_Type, &record, &PyTuple_Type,
+                          &spec, &PyBytes_Type, &forms))
         return NULL;
     Py_ssize_t n_features = PyTuple_GET_SIZE(spec);
+    /* forms[i] for i below its length, else 0: read only within the bytes given */
+    const char *form_flags = forms == NULL ? "" : PyBytes_AS_STRING(forms);
+    Py_ssize_t n_flags = forms == NULL ? 0 : PyBytes_GET_SIZE(forms);
     PyObject *result = NULL, *outs = NULL;
     qp_feature *features = NULL;
     uint8_t *present = PyMem_Calloc((size_t)n_features + 1, 1);
@@ -601,6 +634,15 @@ walk_one(PyObject *module, PyObject *args)
         PyObject *item;
         if (f->kind == QP_DENSE && !present[i])
             item = Py_NewRef(Py_None);
+        else if (f->kind == QP_DENSE && f->dtype == QP_INT64 && f->size == 1
+                 && i < n_flags && form_flags[i] != 0) {
+            int64_t value; /* the one value the walk wrote (dense_len_bytes is 8) */
+            memcpy(&value, f->dense, sizeof value);
+            item = PyLong_FromLongLong((long long)value);
+        }
+        else if (f->kind == QP_RAGGED && f->dtype == QP_INT64 && i < n_flags
+                 && form_flags[i] != 0)
+            item = counted_numbers(f);
         else if (f->kind == QP_DENSE && f->dtype != QP_BYTES)
             item = Py_NewRef(PyTuple_GET_ITEM(outs, i));
         else

@@ -116,7 +116,7 @@ class _ExampleFeatures(list):
     def __init__(self, features):
         super().__init__(features)
         self.core_spec = None  # the features as the compiled walk takes them (._walkers)
-        self.single_plan = None  # what the compiled walk of one record needs (._walkers)
+        self.single_plan = None  # the compiled walk's function of one record (._walkers)
         # The spec as given when it holds a SparseFeature (built from the outputs of the
         # VarLenFeatures it was expanded into: see _composite), else None.
         self.composite: Optional[Dict[str, Any]] = None
