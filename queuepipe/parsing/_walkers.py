@@ -197,7 +197,9 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
         "found = walk_one(record, spec, forms)", "if found is None:", "    return None",
         *([f"{results}= found"] if results else []), *statements,
         f"return {{{', '.join(outputs)}}}"))
-    exec(f"def plan(record):\n{source}", namespace)  # noqa: S102 - no data in the source
+    # noqa below: only names, indices and itemsizes are in the source; keys, dtypes, shapes
+    # and defaults are values of the namespace
+    exec(f"def plan(record):\n{source}", namespace)  # noqa: S102 - nothing from data
     plan = namespace["plan"]
     if hasattr(features, "single_plan"):
         features.single_plan = plan
