@@ -71,7 +71,9 @@ test: $(VENV)/.test $(VENV)/.core
 # the checkout's own queuepipe/ is not first on the path); then the record and parsing tests,
 # the corpus and the differential fuzzer under it. LD_PRELOAD: the ASan runtime must come
 # before the interpreter's libraries; CPython's own allocations at exit are not leaks; and
-# PYTHONMALLOC=malloc, or an over-read of a small bytes object stays inside pymalloc's arenas.
+# PYTHONMALLOC=malloc, or an over-read of a small bytes object stays inside pymalloc's arenas;
+# allocator_may_return_null: a request past what memory holds fails as malloc's does (NULL,
+# a MemoryError) instead of ending the run, so the tests of what the core does then can run.
 # pytest -s: a sanitizer report ends the process, and with pytest's capture it went unseen.
 SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer -g -O1
@@ -79,7 +81,7 @@ SANITIZE_TESTS := tests/test_core.py tests/test_records.py tests/test_readers.py
 	tests/test_parsing.py tests/test_parsing_tf_rules.py tests/test_core_parse_diff.py \
 	tests/test_chunks.py tests/test_columns.py tests/test_sparse.py tests/stress/test_fuzz.py
 SANITIZE_ENV := PYTHONPATH=$(CURDIR)/build/sanitize/lib QUEUEPIPE_REQUIRE_CORE=1 \
-	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0 \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc
 
 sanitize: $(VENV)/.test
