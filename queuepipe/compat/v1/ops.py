@@ -128,14 +128,28 @@ def reshape(tensor: Any, shape: Any, name: Optional[str] = None) -> Tensor:
     when the input's size is)."""
     node = as_node(tensor)
     static = None
+    fn: Callable[[Any, Any], Any] = _reshaped
     if isinstance(as_node(shape), _Constant):
         dims = [int(d) for d in np.asarray(shape).reshape(-1).tolist()]
         known = node._shape.num_elements() if node._shape is not None else None
         rest = int(np.prod([d for d in dims if d != -1]))
         static = [(known // rest if known is not None and rest else None) if d == -1 else d
                   for d in dims]
-    return _op(name or "Reshape", lambda v, s: np.reshape(v, tuple(np.asarray(s).tolist())),
-               node, shape, shape=static, dtype=node._dtype)
+        # a constant shape made into a tuple once, not per run: this runs once per record
+        # in a per-record input graph
+        target = tuple(dims)
+
+        def constant(value: Any, _: Any) -> Any:
+            return value.reshape(target) if type(value) is np.ndarray \
+                else np.reshape(value, target)
+
+        fn = constant
+    return _op(name or "Reshape", fn, node, shape, shape=static, dtype=node._dtype)
+
+
+def _reshaped(value: Any, shape: Any) -> Any:
+    """``value`` in ``shape`` (a tensor's value: a list or array of ints)."""
+    return np.reshape(value, tuple(np.asarray(shape).tolist()))
 
 
 def _list_op(name: str, fn: Any, values: Sequence[Any]) -> Tensor:
