@@ -293,7 +293,7 @@ class Components:
         with a fully defined shape). Raises InvalidArgumentError, naming the component, for a
         value of the other kind."""
         kind = self.kinds[i]
-        given = isinstance(value, SparseValue)
+        given = isinstance(value, (SparseValue, sparse.Rows))
         if kind is None:
             with self.lock:
                 if self.kinds[i] is None:
@@ -418,6 +418,10 @@ class Components:
                 and (value.shape[1:] if batched and value.ndim else
                      None if batched else value.shape) == declared:
             return value  # the common case, as fast as it can be: nothing to convert
+        if batched and type(value) is sparse.Rows and self.is_sparse(i, value):
+            # a batch of sparse elements already apart (read_batch_features' parse)
+            return sparse.checked_rows(value, dtype,
+                                       f"Queue '{self.queue}' component {self.label(i)}")
         if (declared is None or None in declared or isinstance(value, SparseValue)) \
                 and self.is_sparse(i, value):
             what = f"Queue '{self.queue}' component {self.label(i)}"
@@ -549,6 +553,9 @@ class Components:
             for i, rows in zip(lists, sparse.split_all([batch[i] for i in lists], whats)):
                 self._check_rank(i, rows.shapes.shape[1])
                 batch[i] = rows
+        for i, value in enumerate(batch):
+            if type(value) is sparse.Rows:
+                self._check_rank(i, value.shapes.shape[1])
         sizes = {len(b) for b in batch}
         if len(sizes) > 1:
             raise InvalidArgumentError(

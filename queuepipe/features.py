@@ -33,7 +33,8 @@ from queuepipe._chunks import RecordChunk
 from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
     sequence_of
 from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
-from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
+from queuepipe.parsing import FixedLenFeature, VarLenFeature
+from queuepipe.parsing._example import parse_example_rows
 from queuepipe.parsing._walkers import core_available
 from queuepipe.plan import REFUSED, ReadPlan, pack_ints, unpack_ints
 from queuepipe.producers import _check_num_epochs, match_filenames_once
@@ -486,13 +487,15 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                     f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
                     f"VarLenFeature, or a parse_fn that returns such rows")
 
+        # A VarLenFeature's values go to the queue as Rows (values and counts), which it
+        # stores as they are: no indices made by the parse only to be checked by the queue.
         def parse(serialized: Any, keys: Any) -> Any:
             if not callable(keys):
-                return parse_example(serialized, features, example_names=keys)
+                return parse_example_rows(serialized, features, example_names=keys)
             try:  # keys made only for an error's message: the parse again names the record
-                return parse_example(serialized, features)
+                return parse_example_rows(serialized, features)
             except InvalidArgumentError:
-                return parse_example(serialized, features, example_names=keys())
+                return parse_example_rows(serialized, features, example_names=keys())
     else:
         parse = cast(Callable[..., Any], parse_fn)  # the values alone: no keys are made
     file_pattern, reader = _share_files(file_pattern, reader)

@@ -28,8 +28,8 @@ import numpy as np
 from queuepipe._core import core
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
-           "batch_size", "places", "segments", "list_indices", "is_list"]
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "checked_rows", "split", "split_all",
+           "select", "batch_size", "places", "segments", "list_indices", "is_list"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -217,6 +217,33 @@ def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
             inner = None
     return Rows(np.concatenate(values) if len(items) > 1 else values[0], inner, lengths,
                 np.array(shapes, dtype=np.int64).reshape(len(items), rank))
+
+
+def checked_rows(rows: Rows, dtype: np.dtype, what: str) -> Rows:
+    """``rows``, a batch of sparse elements given to ``enqueue_many`` already apart
+    (``read_batch_features``' parse makes them: no indices to make, check and take apart
+    again), once it is checked to fit together as a queue stores it: values of ``dtype``,
+    one length per element (none negative, adding up to the values), one dense shape per
+    element, and each value's inner index unless the elements are plain lists (rank 1).
+
+    Raises:
+      InvalidArgumentError: they do not, naming ``what``.
+    """
+    values, inner, lengths, shapes = rows.values, rows.inner, rows.lengths, rows.shapes
+    arrays = all(type(part) is np.ndarray for part in (values, lengths, shapes))
+    n = len(lengths) if arrays and lengths.ndim == 1 else -1
+    fits = arrays and n >= 0 and values.ndim == 1 and values.dtype == dtype \
+        and lengths.dtype == np.int64 and shapes.dtype == np.int64 \
+        and shapes.ndim == 2 and len(shapes) == n and shapes.shape[1] >= 1 \
+        and (inner is None and shapes.shape[1] == 1 or type(inner) is np.ndarray
+             and inner.dtype == np.int64 and inner.shape == (len(values), shapes.shape[1])) \
+        and (not n or 0 <= lengths.min() and lengths.max() <= len(values)) \
+        and int(lengths.sum()) == len(values)  # (no sum of n lengths <= len(values) overflows)
+    if not fits:
+        raise InvalidArgumentError(f"{what}: Rows whose values, lengths and shapes do not fit "
+                                   f"together (values of dtype {dtype}, one length per "
+                                   f"element adding up to the values, one shape each)")
+    return rows
 
 
 def split(value: SparseValue, what: str) -> Rows:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import queuepipe as qp
-from queuepipe import parsing
+from queuepipe import parsing, sparse
 from queuepipe.parsing import _walkers
 
 # The ways parse_example can take a batch: each walker (the compiled one where it is loaded),
@@ -295,6 +295,33 @@ def test_the_first_bad_record_is_reported_whichever_path_sees_it():
         with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Key: a, Index: 6\."):
             parsing._parse_batch(records, parsing._example_features(
                 {"a": qp.FixedLenFeature([], qp.int64)}), None, walker=walker)
+
+
+def test_parse_example_rows_gives_the_split_of_parse_examples_sparse_values(golden):
+    """read_batch_features' parse: each VarLenFeature as the Rows its SparseValue splits
+    into in a queue, the rest as parse_example gives it; the same errors."""
+    from queuepipe.parsing._example import parse_example_rows
+
+    manifest, _, raw, _ = golden
+    for case in _cases(manifest, "parse_example"):
+        spec = {key: value for key, value in _specs(case["spec"]).items()
+                if not isinstance(value, qp.FixedLenSequenceFeature)}
+        for records in (raw, raw[:0]):
+            rows, want = parse_example_rows(records, spec), qp.parse_example(records, spec)
+            assert list(rows) == list(want)
+            for key, value in want.items():
+                if not isinstance(value, qp.SparseValue):
+                    np.testing.assert_array_equal(rows[key], value)
+                    continue
+                split = sparse.split(value, key)
+                got = rows[key]
+                assert got.inner is None and split.inner is None
+                for part in ("values", "lengths", "shapes"):
+                    np.testing.assert_array_equal(getattr(got, part), getattr(split, part))
+                    assert getattr(got, part).dtype == getattr(split, part).dtype
+    records = [make_example({"a": [1, 2]}).SerializeToString(), b"\x0a\x05\x01"]
+    with pytest.raises(InvalidArgumentError, match=r"^Name: k1, Index: 1\.  Could not parse"):
+        parse_example_rows(records, {"a": qp.VarLenFeature(qp.int64)}, example_names=["k0", "k1"])
 
 
 def test_undecodable_record_names_its_index():

@@ -63,15 +63,16 @@ def _batch_names(example_names, batch):
     return names
 
 
-def _parse_batch(records, features, names, walker=_walkers.walk, single=False):
+def _parse_batch(records, features, names, walker=_walkers.walk, single=False, rows=False):
     """Parses a list of serialized Examples with normalized ``features``: the ``walker``
-    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest."""
+    (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest.
+    ``rows``: VarLenFeatures as :class:`~queuepipe.sparse.Rows` (see :func:`parse_example_rows`)."""
     sinks = [_sink(feature, len(records)) for feature in features]
     left = walker(records, features, sinks) if walker else range(len(records))
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
                       features, sinks, single)
-    return {feature.key: output for feature, output in zip(features, _finish(sinks))}
+    return {feature.key: output for feature, output in zip(features, _finish(sinks, rows))}
 
 
 _CONFIGS: Dict[Any, List[_Feature]] = {}
@@ -171,6 +172,23 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
     parsed_features = _example_features(features)
     outputs = _parse_batch(records, parsed_features, _batch_names(example_names, len(records)))
     return _with_composites(outputs, parsed_features)
+
+
+def parse_example_rows(serialized: Union[Sequence[bytes], np.ndarray],
+                       features: Mapping[str, Any],
+                       example_names: Union[Sequence[Any], np.ndarray, None] = None
+                       ) -> Dict[str, Any]:
+    """:func:`parse_example` for a queue's ``enqueue_many`` (``read_batch_features``): the
+    same values and errors, but a VarLenFeature's output is :class:`~queuepipe.sparse.Rows`
+    (the values, one count per record) instead of a SparseValue, whose indices the queue
+    would only check and take apart again. ``features`` hold no SparseFeature."""
+    records = serialized if isinstance(serialized, RecordChunk) else \
+        _batch_records(serialized)
+    parsed_features = _example_features(features)
+    if parsed_features.composite is not None:
+        raise ValueError("parse_example_rows: a SparseFeature has no Rows form")
+    return _parse_batch(records, parsed_features, _batch_names(example_names, len(records)),
+                        rows=True)
 
 
 def _with_composites(outputs, parsed_features):

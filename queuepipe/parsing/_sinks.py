@@ -9,7 +9,7 @@ import numpy as np
 
 from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
-from queuepipe.sparse import SparseValue, segments
+from queuepipe.sparse import Rows, SparseValue, segments
 
 
 class _DenseOut:
@@ -98,14 +98,16 @@ def _sink(feature, batch):
     return _DenseOut(feature, batch) if feature.kind == _FIXED else _RaggedOut(feature, batch)
 
 
-def _finish(sinks):
+def _finish(sinks, rows=False):
     """The outputs of the sinks of one batch, in order. The VarLenFeatures' SparseValues are
     built together (see :func:`_sparse_values`): a wide spec pays a few NumPy calls for all
-    of them, not a few per feature."""
+    of them, not a few per feature. With ``rows``, a VarLenFeature's output is
+    :class:`~queuepipe.sparse.Rows` instead (see :func:`_rows`)."""
     outputs = [None] * len(sinks)
     sparse = [i for i, sink in enumerate(sinks)
               if type(sink) is _RaggedOut and sink.feature.kind == _VAR]
-    for i, value in zip(sparse, _sparse_values([sinks[i] for i in sparse])):
+    made = _rows if rows else _sparse_values
+    for i, value in zip(sparse, made([sinks[i] for i in sparse])):
         outputs[i] = value
     for i, sink in enumerate(sinks):
         if outputs[i] is None:
@@ -135,6 +137,22 @@ def _sparse_values(sinks):
         out.append(SparseValue(indices[begin:end], sink._values(row_counts, total),
                                shapes[len(out)]))
     return out
+
+
+def _rows(sinks):
+    """The outputs of VarLenFeature sinks of one batch as :class:`~queuepipe.sparse.Rows`:
+    each record's values and their count, what a queue stores for a batched SparseValue,
+    without its indices (a queue would only check them and take them apart again). Each
+    row's dense shape is the batch's longest list, as a split SparseValue's rows get it."""
+    if not sinks:
+        return []
+    batch = len(sinks[0].counts)
+    counts = np.stack([sink.counts for sink in sinks])  # [features, batch]
+    totals = counts.sum(axis=1).tolist()
+    longest = counts.max(axis=1).tolist() if batch else [0] * len(sinks)
+    return [Rows(sink._values(row_counts, total), None, row_counts,
+                 np.full((batch, 1), most, dtype=np.int64))
+            for sink, row_counts, total, most in zip(sinks, counts, totals, longest)]
 
 
 def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
