@@ -66,6 +66,9 @@ _YIELDS_TO_HOLDER = 4
 
 _MAIN_THREAD_ID = threading.main_thread().ident
 
+# A batch drawn ahead whose finishing raised (see QueueBase._draw_ahead).
+_FAILED = object()
+
 
 def wait_holding(condition: threading.Condition, lock: Any, timeout: Optional[float]) -> None:
     """``condition.wait(timeout)``, after which ``lock`` (an ``RLock``) is held however the
@@ -164,6 +167,11 @@ class QueueBase:
         # Elements that grouping enqueue ops produced and checked but did not put yet (see
         # _add_stage); a dequeue about to wait takes them first.
         self._stages: List[collections.deque] = []
+        # Batches drawn ahead (see _draw_ahead): (raw, finished) batches of _ahead_size
+        # elements, oldest first, and the most of them kept.
+        self._ahead: collections.deque = collections.deque()
+        self._ahead_size = 0
+        self._ahead_limit = 0
         self._closed = False
         self._cancelled = False
         self._abort_exc: Optional[BaseException] = None
@@ -206,7 +214,7 @@ class QueueBase:
     def size(self) -> int:
         """The number of elements in the queue now."""
         with self._lock:
-            return self._size()
+            return self._size() + len(self._ahead) * self._ahead_size
 
     def is_closed(self) -> bool:
         """True once :meth:`close` or :meth:`abort` was called."""
@@ -225,7 +233,7 @@ class QueueBase:
             return {
                 "enqueued": self._enqueued,
                 "dequeued": self._dequeued,
-                "size": self._size(),
+                "size": self._size() + len(self._ahead) * self._ahead_size,
                 "capacity": self._capacity,
                 "consumer_wait_secs": self._consumer_wait,
                 "producer_wait_secs": self._producer_wait,
@@ -428,7 +436,7 @@ class QueueBase:
             raise CancelledError(f"Queue '{self._name}' is closed.")
 
     def _room(self) -> int:
-        return self._capacity - self._size()
+        return self._capacity - self._size() - len(self._ahead) * self._ahead_size
 
     def _refill_wanted(self, left: int) -> int:
         """The room an enqueue with ``left`` elements to put waits for before it puts some,
@@ -497,24 +505,93 @@ class QueueBase:
         """
         batch, n = self._spec.batch(vals)
         _let_holder_finish(self._lock)
-        with self._lock:  # the C lock itself: see _wait
-            self._check_open()
-            started, deadline = self._deadline(timeout)
-            done = 0
-            while done < n:
-                room = self._room()
-                if self._cancelled:
-                    raise CancelledError(f"Queue '{self._name}' is closed.")
-                wanted = self._refill_wanted(n - done)
-                if room <= 0 or (room < wanted and not self._needs):
-                    self._wait(self._not_full, deadline, "enqueue_many", started, room=wanted)
-                    continue
-                k = min(room, n - done)
-                part = batch if k == n else [b[done:done + k] for b in batch]
-                self._put(part, k)
-                done += k
-                self._enqueued += k
-                self._wake_consumers()
+        drawn: List[List[Any]] = []
+        try:
+            with self._lock:  # the C lock itself: see _wait
+                self._put_many(batch, n, timeout, drawn)
+        finally:
+            self._finish_ahead(drawn)
+
+    def _put_many(self, batch: List[Any], n: int, timeout: Optional[float],
+                  drawn: List[List[Any]]) -> None:
+        """enqueue_many's puts, lock held; then the batches it draws ahead, into ``drawn``
+        (not before its last put: a put waiting for room while a batch it drew is unfinished
+        would wait for a consumer waiting for that batch)."""
+        self._check_open()
+        started, deadline = self._deadline(timeout)
+        done = 0
+        while done < n:
+            room = self._room()
+            if self._cancelled:
+                raise CancelledError(f"Queue '{self._name}' is closed.")
+            wanted = self._refill_wanted(n - done)
+            if room <= 0 or (room < wanted and not self._needs):
+                self._wait(self._not_full, deadline, "enqueue_many", started, room=wanted)
+                continue
+            k = min(room, n - done)
+            part = batch if k == n else [b[done:done + k] for b in batch]
+            self._put(part, k)
+            done += k
+            self._enqueued += k
+            self._wake_consumers()
+        self._draw_batches_ahead(drawn)
+
+    # -- batches drawn ahead (read_batch_features) ----------------------------------------
+
+    def _draw_ahead(self, size: int, limit: int) -> None:
+        """Lets ``enqueue_many`` draw up to ``limit`` batches of ``size`` elements ahead of
+        the consumer, as ``dequeue_many(size)`` would, and finish them.
+
+        A consumer's ``dequeue_many(size)`` (or ``dequeue_up_to``) then takes the oldest
+        one as it is: the producers' threads, which run in parallel wherever the core lets
+        go of the GIL, do the consumer's drawing, gathering and finishing, and the consumer
+        (the training loop) only picks a batch up. Batches are drawn in the same order and
+        from the same elements as the consumer would draw them; they count in
+        :meth:`size` and against the capacity, and a dequeue of another size puts them
+        back first. (``batching`` sets this up for ``read_batch_features``.)
+
+        An entry of ``_ahead`` is ``[raw, finished]``: drawn under the lock, finished
+        outside it by the thread that drew it (a batch of token lists: its ``[N, 2]``
+        indices written), which other enqueues need not wait for; ``finished`` is None
+        until then, and ``_FAILED`` if finishing raised (the consumer then draws as it
+        would have, and meets the error itself). A consumer waits for the oldest.
+        """
+        with self._lock:
+            self._return_ahead()
+            self._ahead_size, self._ahead_limit = int(size), int(limit)
+
+    def _draw_batches_ahead(self, drawn: List[List[Any]]) -> None:
+        """Draws batches ahead while fewer than the limit wait and a dequeue of their size
+        would take one now (the queue open: min_after_dequeue stays behind), for the caller
+        to finish (:meth:`_finish_ahead`). Lock held."""
+        n = self._ahead_size
+        if not n or self._closed or n + self._min_after() > self._capacity:
+            return
+        while len(self._ahead) < self._ahead_limit and \
+                self._size() - self._min_after() >= n:
+            entry = [self._take(n), None]
+            self._ahead.append(entry)
+            drawn.append(entry)
+
+    def _finish_ahead(self, drawn: List[List[Any]]) -> None:
+        """Finishes the batches this thread drew ahead, outside the lock (an entry put back
+        meanwhile is finished for nothing), and wakes the consumers."""
+        for entry in drawn:
+            finished: Any
+            try:
+                finished = self._finish(entry[0])
+            except BaseException:  # the consumer draws again and meets the error itself
+                finished = _FAILED
+            with self._lock:
+                entry[1] = finished
+                self._not_empty.notify_all()
+
+    def _return_ahead(self) -> None:
+        """Puts the batches drawn ahead back, newest first (a FIFO queue's oldest end up at
+        its head, in order). Lock held."""
+        while self._ahead:
+            raw, _ = self._ahead.pop()
+            self._put_back(raw, self._ahead_size)
 
     # -- grouped enqueues (batching runners) -------------------------------------------------
 
@@ -672,6 +749,7 @@ class QueueBase:
             place of ``OutOfRangeError``.
         """
         with self._lock:  # the C lock itself: see _wait
+            self._return_ahead()
             started, deadline = self._deadline(timeout)
             while True:
                 size = self._size()
@@ -748,9 +826,24 @@ class QueueBase:
         chunks: List[List[np.ndarray]] = []
         got = 0
         with self._lock:  # the C lock itself: see _wait
+            if n != self._ahead_size:
+                self._return_ahead()
             started, deadline = self._deadline(timeout)
             try:
                 while got < n:
+                    if self._ahead and not chunks:  # drawn ahead: the oldest, as it is
+                        batch = self._ahead[0][1]
+                        if batch is None:  # still being finished
+                            self._wait(self._not_empty, deadline, op, started,
+                                       need=self._min_after() + n)
+                            continue
+                        if batch is _FAILED:
+                            self._return_ahead()
+                            continue
+                        self._ahead.popleft()
+                        self._dequeued += n
+                        self._wake_producers()
+                        return self._spec.structure(batch)
                     size = self._size()
                     available = size - (0 if self._closed else self._min_after())
                     want = min(piece, n - got)
@@ -820,28 +913,48 @@ class QueueBase:
         """Takes up what :meth:`_order_state` gave. Called with the lock held."""
 
     def _snapshot(self, component: int) -> Tuple[np.ndarray, Dict[str, Any]]:
-        """Component ``component`` of every element held, in the queue's order, and its
-        order state: with the same elements put back by :meth:`_load`, the queue hands out
-        the same elements in the same order."""
+        """Component ``component`` (a fixed-shape one) of every element held, in the queue's
+        order, the batches drawn ahead first, and its order state: with the same elements
+        put back by :meth:`_load`, the queue hands out the same elements in the same
+        order."""
         with self._lock:
-            return (self._columns[component].read(self._held()) if self._columns
-                    else np.empty(0, np.int64)), self._order_state()
+            held = self._columns[component].read(self._held()) if self._columns \
+                else np.empty(0, np.int64)
+            order = self._order_state()
+            if self._ahead:
+                held = np.concatenate([raw[component] for raw, _ in self._ahead] + [held])
+                order = {**order, "ahead": len(self._ahead), "ahead_size": self._ahead_size}
+            return held, order
 
     def _load(self, vals: Any, order: Dict[str, Any]) -> None:
         """Puts a batch into the empty queue in one step, in its order, and takes up
         ``order``: the inverse of :meth:`_snapshot`. The batch may exceed the capacity by
         what a dequeue interrupted midway put back (the caller bounds it)."""
         batch, n = self._spec.batch(vals)
+        ahead, size = order.get("ahead", 0), order.get("ahead_size", self._ahead_size)
+        if type(ahead) is not int or type(size) is not int or ahead < 0 \
+                or ahead and (size != self._ahead_size or ahead * size > n):
+            raise InvalidArgumentError(
+                f"Queue '{self._name}': a saved content of {n} elements cannot hold "
+                f"{str(ahead)[:20]} batches of {str(size)[:20]} drawn ahead (batches of "
+                f"{self._ahead_size} here)")
         with self._lock:
             self._check_open()
-            if self._size():
+            if self._size() or self._ahead:
                 raise InvalidArgumentError(
                     f"Queue '{self._name}': a saved content of {n} elements goes into an empty "
-                    f"queue, this one holds {self._size()}")
-            self._put(batch, n)
+                    f"queue, this one holds {self.size()}")
+            for j in range(ahead):
+                raw = [b[j * size:(j + 1) * size] for b in batch]
+                self._ahead.append([raw, self._finish(raw)])
+            first = ahead * size
+            if n > first:
+                self._put(batch if not first else [b[first:] for b in batch], n - first)
             self._enqueued += n
             self._load_order(order)
             self._wake_consumers()
+            if self._ahead:
+                self._not_empty.notify_all()
 
     # -- closing ----------------------------------------------------------------------------
 

@@ -56,6 +56,11 @@ ORDINAL = "__queuepipe_ordinal__"
 # to stay while 64 pools' worth of records were read, about exp(-64) = 1.6e-28.
 _SPAN_PER_HELD = 64
 
+# Batches the enqueue threads draw and finish ahead of the consumer (QueueBase._draw_ahead):
+# the consumer, the training loop, then only picks each one up, and the drawing runs in the
+# threads, beside each other.
+_DRAWN_AHEAD = 4
+
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
 _TURN_SLICE_SECS = 0.1
 
@@ -306,7 +311,14 @@ class _Planned:
             raise InvalidArgumentError(f"{REFUSED}: the state's queue lists record "
                                        f"{int(twice[0])} twice")
         order = held["order"]
-        if order:  # a shuffle queue's: its arrivals not shuffled in yet, its generator
+        ahead, size = order.get("ahead", 0), order.get("ahead_size", 0)
+        if type(ahead) is not int or type(size) is not int or not 0 <= ahead <= len(queued) \
+                or not 0 <= size <= len(queued) or ahead * size > len(queued):
+            raise InvalidArgumentError(f"{REFUSED}: the state's queue order names batches "
+                                       f"drawn ahead that its {len(queued)} records cannot "
+                                       f"hold")
+        if set(order) - {"ahead", "ahead_size"}:
+            # a shuffle queue's: its arrivals not shuffled in yet, its generator
             appended = order.get("appended")
             if isinstance(appended, bool) or not isinstance(appended, int) \
                     or not 0 <= appended <= len(queued):
@@ -523,7 +535,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                         seed=seed, enqueue_many=True,
                         allow_smaller_final_batch=allow_smaller_final_batch,
                         ordered=seed is not None, structure=planned.structure,
-                        make_op=planned.make_op)
+                        make_op=planned.make_op, draw_ahead=_DRAWN_AHEAD)
     batches._saver = planned
     batches._on_stop.append(plan.close)
     if state is not None:

@@ -633,6 +633,99 @@ def test_an_arrival_pool_queue_does_not_depend_on_how_far_ahead_the_producer_is(
     assert sorted(sum(just_in_time, [])) == list(range(30))
 
 
+# -- batches drawn ahead (read_batch_features) -------------------------------------------
+
+
+def _drawn_ahead(q, size=4, limit=2):
+    q._draw_ahead(size, limit)
+    return q
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_batches_drawn_ahead_are_the_batches_the_consumer_would_draw(seed):
+    def run(ahead):
+        q = queues._ArrivalPoolShuffleQueue(40, 6, qp.int64, shapes=[], seed=seed)
+        if ahead:
+            _drawn_ahead(q, size=4, limit=3)
+        got = []
+        for chunk in np.array_split(np.arange(60), 6):
+            q.enqueue_many(chunk)
+            while q.size() >= 6 + 4:
+                got.append(q.dequeue_many(4).tolist())
+        q.close()
+        return got + [q.dequeue_up_to(40).tolist()]
+
+    without = run(ahead=False)
+    assert run(ahead=True) == without
+    assert sorted(sum(without, [])) == list(range(60))
+
+
+def test_batches_drawn_ahead_count_in_size_and_against_the_capacity():
+    q = _drawn_ahead(qp.FIFOQueue(10, qp.int64, shapes=[]))
+    q.enqueue_many(np.arange(9))
+    assert len(q._ahead) == 2 and q.size() == 9  # two batches of 4 drawn, one element held
+    with pytest.raises(DeadlineExceededError):
+        q.enqueue_many(np.arange(9, 11), timeout=0.01)  # 9 + 2 > 10: 9 goes in, 10 not
+    assert q.size() == 10 and len(q._ahead) == 2
+    assert q.dequeue_many(4).tolist() == [0, 1, 2, 3]
+    assert q.size() == 6 and q.stats()["size"] == 6 and q.stats()["dequeued"] == 4
+
+
+def test_a_dequeue_of_another_size_puts_the_batches_drawn_ahead_back_in_order():
+    q = _drawn_ahead(qp.FIFOQueue(20, qp.int64, shapes=[]))
+    q.enqueue_many(np.arange(9))
+    assert len(q._ahead) == 2
+    assert q.dequeue() == 0 and not q._ahead  # back at the head, in their order
+    assert q.dequeue_many(3).tolist() == [1, 2, 3]
+    q.close()
+    assert q.dequeue_up_to(20).tolist() == [4, 5, 6, 7, 8]
+
+
+def test_a_closed_queue_hands_out_its_batches_drawn_ahead_first():
+    q = _drawn_ahead(qp.FIFOQueue(20, qp.int64, shapes=[]))
+    q.enqueue_many(np.arange(10))
+    q.close()
+    assert [q.dequeue_up_to(4).tolist() for _ in range(3)] == [[0, 1, 2, 3], [4, 5, 6, 7],
+                                                             [8, 9]]
+    with pytest.raises(OutOfRangeError):
+        q.dequeue_up_to(4)
+
+
+def test_a_batch_drawn_ahead_that_cannot_be_finished_fails_its_consumer_and_stays():
+    # a component of unknown shape: finishing stacks it, and these elements differ in shape
+    q = _drawn_ahead(qp.FIFOQueue(20, qp.int64, shapes=[None]), size=2, limit=1)
+    q.enqueue_many([np.zeros(2, np.int64)])
+    q.enqueue_many([np.zeros(3, np.int64)])
+    assert q._ahead[0][1] is _queue_base._FAILED
+    with pytest.raises(InvalidArgumentError, match=r"dequeue_many needs equal shapes"):
+        q.dequeue_many(2)
+    assert q.size() == 2 and not q._ahead
+    assert [len(x) for x in (q.dequeue(), q.dequeue())] == [2, 3]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "shuffle"])
+def test_a_snapshot_lists_the_batches_drawn_ahead_first_and_a_load_draws_them_again(kind):
+    def make_queue():
+        queue = queues._ArrivalPoolShuffleQueue(30, 5, qp.int64, shapes=[], seed=3) \
+            if kind == "shuffle" else qp.FIFOQueue(30, qp.int64, shapes=[])
+        return _drawn_ahead(queue)
+
+    q = make_queue()
+    q.enqueue_many(np.arange(20))
+    assert len(q._ahead) == 2
+    held, order = q._snapshot(0)
+    assert order["ahead"] == 2 and order["ahead_size"] == 4 and len(held) == 20
+    assert held[:8].tolist() == np.concatenate([raw[0] for raw, _ in q._ahead]).tolist()
+    loaded = make_queue()
+    loaded._load(held, dict(order))
+    q.close()
+    loaded.close()
+    for _ in range(5):
+        assert loaded.dequeue_up_to(4).tolist() == q.dequeue_up_to(4).tolist()
+    with pytest.raises(InvalidArgumentError, match=r"cannot hold 9 batches of 4 drawn ahead"):
+        make_queue()._load(held, {**order, "ahead": 9})
+
+
 def test_an_arrival_pool_queue_takes_arrivals_in_a_few_batches_at_a_time_and_draws_uniformly():
     # min_after_dequeue 8, batches of 2: the pool is brought to 8 + 2 = 10 whenever it holds
     # fewer than 10 - min(3 * 2, 8 // 2) = 6, so its sizes run 10, 8, 6, then 4 + 6 arrivals.

@@ -24,11 +24,14 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
               shapes: Any = None, dynamic_pad: bool = False,
               allow_smaller_final_batch: bool = False, ordered: bool = False,
               structure: Optional[_Structure] = None,
-              make_op: Optional[Callable[..., Callable[[], None]]] = None) -> Batches:
+              make_op: Optional[Callable[..., Callable[[], None]]] = None,
+              draw_ahead: int = 0) -> Batches:
     """What every batching function does: check, build the queue and runner, wrap.
 
     ``ordered``: the ops enqueue in a fixed order whatever the threads (read_batch_features'
-    plan); ``structure`` and ``make_op(producer, queue, structure)`` replace the plain ones.
+    plan); ``structure`` and ``make_op(producer, queue, structure)`` replace the plain ones;
+    ``draw_ahead``: the producers' enqueues draw up to this many batches ahead of the
+    consumer (``QueueBase._draw_ahead``).
     """
     batch_size = _positive_int(batch_size, "batch_size")
     capacity = _positive_int(capacity, "capacity")
@@ -45,12 +48,17 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
     shapes = _check_shapes(shapes)
 
     def make(types: List[np.dtype], queue_shapes: List[Any], names: Optional[List[str]]) -> Any:
+        queue: Any
         if shuffle:
-            return shuffle_queue(capacity, min_after_dequeue, types, queue_shapes, names,
-                                 seed=seed, name=queue_name)
-        if dynamic_pad:
-            return PaddingFIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
-        return FIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
+            queue = shuffle_queue(capacity, min_after_dequeue, types, queue_shapes, names,
+                                  seed=seed, name=queue_name)
+        elif dynamic_pad:
+            queue = PaddingFIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
+        else:
+            queue = FIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
+        if draw_ahead:
+            queue._draw_ahead(batch_size, draw_ahead)
+        return queue
 
     kind = ("random_shuffle_queue" if shuffle else
             "padding_fifo_queue" if dynamic_pad else "fifo_queue")
