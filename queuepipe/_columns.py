@@ -105,6 +105,29 @@ def _scatter(column: np.ndarray, index: np.ndarray, values: Any) -> bool:
     return True
 
 
+def _get_rows(table: np.ndarray, index: Any) -> np.ndarray:
+    """``table[index]`` in a new array, for a slice or an index array ``index``; by raw
+    items (see :func:`_as_items`), keeping the GIL, where the rows are few."""
+    if isinstance(index, slice):
+        taken = table[index]
+        items = _as_items(taken, len(taken))
+        return taken.copy() if items is None else \
+            items.copy().view(table.dtype).reshape(taken.shape)
+    items = _as_items(table, len(index))
+    if items is None:
+        return table.take(index, axis=0)
+    return items[index].view(table.dtype).reshape((len(index),) + table.shape[1:])
+
+
+def _set_rows(table: np.ndarray, index: Any, values: np.ndarray) -> None:
+    """``table[index] = values`` for a slice or an index array ``index``; by raw items,
+    keeping the GIL, where the rows are few (see :func:`_assign`, :func:`_scatter`)."""
+    if isinstance(index, slice):
+        _assign(table, index, values)
+    elif not _scatter(table, index, values):
+        table[index] = values
+
+
 def _rows(index: Any, rows: int) -> np.ndarray:
     """The rows an int, slice or index array names, as an index array."""
     if isinstance(index, slice):
@@ -464,46 +487,60 @@ class SparseColumns:
         return offset
 
     def resize(self, rows: int, keep: Any) -> None:
-        """``rows`` rows, holding rows ``keep`` (slice or index array) first; the arenas stay."""
+        """``rows`` rows, holding rows ``keep`` (slice or index array) first; the arenas stay.
+        A free row's length is 0 (the passes over every row skip it); its start and shape
+        are never read, and left unset (a wide schema's tables of 16,384 rows are 13 MB
+        each, a zeroed one costs its pages)."""
         resized = []
         for table in (self.start, self.length, self.shape):
-            grown = np.zeros((rows, table.shape[1]), dtype=np.int64)
             kept = table[keep]
+            grown = np.empty((rows, table.shape[1]), dtype=np.int64)
             grown[:len(kept)] = kept
+            if table is self.length:
+                grown[len(kept):] = 0
             resized.append(grown)
         self.start, self.length, self.shape = resized
 
     def write(self, index: Any, batch: List[Any]) -> None:
         """Stores the members' raw batches (Rows, ``batch[member.component]``) at rows
-        ``index``, which are free."""
-        for member in self.members:
-            raw = batch[member.component]
-            first = member.put(raw)
-            lengths = raw.lengths
-            starts = lengths.cumsum()
-            starts -= lengths
-            starts += first
-            self.start[:, member.k][index] = starts
-            self.length[:, member.k][index] = lengths
-            for j in range(member.rank or 0):
-                self.shape[:, member.offset + j][index] = raw.shapes[:, j]
+        ``index``, which are free: each member's values in its arena, then the rows' entries
+        of every member at once (a write per table, not a few per member)."""
+        raws = [batch[member.component] for member in self.members]
+        firsts = np.array([member.put(raw) for member, raw in zip(self.members, raws)],
+                          dtype=np.int64)
+        lengths = np.stack([raw.lengths for raw in raws], axis=1)  # [n, K]
+        starts = lengths.cumsum(axis=0)
+        starts -= lengths
+        starts += firsts
+        _set_rows(self.start, index, starts)
+        _set_rows(self.length, index, lengths)
+        if self.shape.shape[1]:
+            shapes = np.empty((len(lengths), self.shape.shape[1]), dtype=np.int64)
+            for member, raw in zip(self.members, raws):  # (put set every member's rank)
+                shapes[:, member.offset:member.offset + raw.shapes.shape[1]] = raw.shapes
+            _set_rows(self.shape, index, shapes)
 
     def read(self, index: Any, out: List[Any]) -> None:
-        """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``."""
-        for member in self.members:
-            lengths = _column_at(self.length, member.k, index)
-            shapes = np.empty((len(lengths), member.rank or 0), dtype=np.int64)
-            for j in range(member.rank or 0):
-                shapes[:, j] = self.shape[:, member.offset + j][index]
+        """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``:
+        the rows' entries of every member read at once, a table at a time (member after
+        member, so that each one's starts and lengths are contiguous), then a gather per
+        member's arena."""
+        lengths = _get_rows(self.length, index).T.copy()  # [K, n]
+        starts = _get_rows(self.start, index).T.copy()
+        shapes = _get_rows(self.shape, index)
+        for member, member_starts, member_lengths, total in zip(
+                self.members, starts, lengths, lengths.sum(axis=1).tolist()):
+            rank = member.rank or 0
             out[member.component] = member.gathered(
-                _column_at(self.start, member.k, index), lengths, int(lengths.sum()), shapes)
+                member_starts, member_lengths, total,
+                shapes[:, member.offset:member.offset + rank].copy())
 
     def clear(self, index: Any) -> None:
         """Frees rows ``index`` of every member."""
-        for member in self.members:
-            length = self.length[:, member.k]
-            total = int(length[index].sum())
-            length[index] = 0
+        lengths = _get_rows(self.length, index)
+        totals = lengths.sum(axis=0).tolist()
+        _set_rows(self.length, index, np.zeros_like(lengths))
+        for member, total in zip(self.members, totals):
             member.taken(total)
 
     def finish(self, raw: List[Any], out: List[Any]) -> None:
@@ -530,16 +567,6 @@ class SparseColumns:
         for (component, rows), first, last, dense_shape in zip(lists, [0] + ends, ends,
                                                                dense_shapes):
             out[component] = SparseValue(indices[first:last], rows.values, dense_shape)
-
-
-def _column_at(table: np.ndarray, column: int, index: Any) -> np.ndarray:
-    """``table[index, column]`` in a new array, for a slice or an index array ``index``.
-
-    Through the column's 1-D view: NumPy's ``take`` and its fancy indexing of a 2-D table
-    let go of the GIL, on a batch of rows too, and with runner threads waiting for it each
-    such call was a hand-over (the GIL back only at their next release)."""
-    values = table[:, column][index]
-    return values.copy() if isinstance(index, slice) else values
 
 
 def _widened(table: np.ndarray, columns: int) -> np.ndarray:

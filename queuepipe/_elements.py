@@ -419,9 +419,7 @@ class Components:
                      None if batched else value.shape) == declared:
             return value  # the common case, as fast as it can be: nothing to convert
         if batched and type(value) is sparse.Rows and self.is_sparse(i, value):
-            # a batch of sparse elements already apart (read_batch_features' parse)
-            return sparse.checked_rows(value, dtype,
-                                       f"Queue '{self.queue}' component {self.label(i)}")
+            return value  # a batch of sparse elements already apart: batch() checks it
         if (declared is None or None in declared or isinstance(value, SparseValue)) \
                 and self.is_sparse(i, value):
             what = f"Queue '{self.queue}' component {self.label(i)}"
@@ -547,15 +545,19 @@ class Components:
         if self.dtypes is None:
             self.bind(components)
         batch = [self.convert(i, v, batched=True) for i, v in enumerate(components)]
+        given = [i for i, value in enumerate(batch) if type(value) is sparse.Rows]
         lists = [i for i, value in enumerate(batch) if type(value) is SparseValue]
         if lists:
             whats = [f"Queue '{self.queue}' component {self.label(i)}" for i in lists]
             for i, rows in zip(lists, sparse.split_all([batch[i] for i in lists], whats)):
                 self._check_rank(i, rows.shapes.shape[1])
                 batch[i] = rows
-        for i, value in enumerate(batch):
-            if type(value) is sparse.Rows:
-                self._check_rank(i, value.shapes.shape[1])
+        if given:  # Rows given (read_batch_features' parse)
+            dtypes = self.known_dtypes
+            sparse.check_rows([batch[i] for i in given], [dtypes[i] for i in given],
+                              [f"Queue '{self.queue}' component {self.label(i)}" for i in given])
+            for i in given:
+                self._check_rank(i, batch[i].shapes.shape[1])
         sizes = {len(b) for b in batch}
         if len(sizes) > 1:
             raise InvalidArgumentError(

@@ -28,7 +28,7 @@ import numpy as np
 from queuepipe._core import core
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "checked_rows", "split", "split_all",
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "check_rows", "split", "split_all",
            "select", "batch_size", "places", "segments", "list_indices", "is_list"]
 
 
@@ -219,31 +219,52 @@ def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
                 np.array(shapes, dtype=np.int64).reshape(len(items), rank))
 
 
-def checked_rows(rows: Rows, dtype: np.dtype, what: str) -> Rows:
-    """``rows``, a batch of sparse elements given to ``enqueue_many`` already apart
+def check_rows(batches: Sequence[Rows], dtypes: Sequence[np.dtype],
+               whats: Sequence[str]) -> None:
+    """Checks batches of sparse elements given to ``enqueue_many`` already apart
     (``read_batch_features``' parse makes them: no indices to make, check and take apart
-    again), once it is checked to fit together as a queue stores it: values of ``dtype``,
-    one length per element (none negative, adding up to the values), one dense shape per
-    element, and each value's inner index unless the elements are plain lists (rank 1).
+    again), ``batches[i]`` of ``dtypes[i]``, to fit together as a queue stores them: values
+    of the dtype, one length per element (none negative, adding up to the values), one
+    dense shape per element, and each value's inner index unless the elements are plain
+    lists (rank 1). The lengths of batches of one size are checked together (a wide
+    schema's hundred components: a few NumPy calls, not a few each).
 
     Raises:
-      InvalidArgumentError: they do not, naming ``what``.
+      InvalidArgumentError: one does not, naming its ``whats[i]``.
     """
-    values, inner, lengths, shapes = rows.values, rows.inner, rows.lengths, rows.shapes
-    arrays = all(type(part) is np.ndarray for part in (values, lengths, shapes))
-    n = len(lengths) if arrays and lengths.ndim == 1 else -1
-    fits = arrays and n >= 0 and values.ndim == 1 and values.dtype == dtype \
-        and lengths.dtype == np.int64 and shapes.dtype == np.int64 \
-        and shapes.ndim == 2 and len(shapes) == n and shapes.shape[1] >= 1 \
-        and (inner is None and shapes.shape[1] == 1 or type(inner) is np.ndarray
-             and inner.dtype == np.int64 and inner.shape == (len(values), shapes.shape[1])) \
-        and (not n or 0 <= lengths.min() and lengths.max() <= len(values)) \
-        and int(lengths.sum()) == len(values)  # (no sum of n lengths <= len(values) overflows)
-    if not fits:
-        raise InvalidArgumentError(f"{what}: Rows whose values, lengths and shapes do not fit "
-                                   f"together (values of dtype {dtype}, one length per "
-                                   f"element adding up to the values, one shape each)")
-    return rows
+    for rows, dtype, what in zip(batches, dtypes, whats):
+        values, inner, lengths, shapes = rows.values, rows.inner, rows.lengths, rows.shapes
+        arrays = all(type(part) is np.ndarray for part in (values, lengths, shapes))
+        n = len(lengths) if arrays and lengths.ndim == 1 else -1
+        if not (arrays and n >= 0 and values.ndim == 1 and values.dtype == dtype
+                and lengths.dtype == np.int64 and shapes.dtype == np.int64
+                and shapes.ndim == 2 and len(shapes) == n and shapes.shape[1] >= 1
+                and (inner is None and shapes.shape[1] == 1 or type(inner) is np.ndarray
+                     and inner.dtype == np.int64
+                     and inner.shape == (len(values), shapes.shape[1]))):
+            _misfit(what, dtype)
+    if not batches:
+        return
+    sizes = {len(rows.lengths) for rows in batches}
+    groups = [list(range(len(batches)))] if len(sizes) == 1 else \
+        [[i] for i in range(len(batches))]
+    for group in groups:
+        if not len(batches[group[0]].lengths):
+            continue
+        lengths = np.stack([batches[i].lengths for i in group])  # [components, n]
+        counts = np.array([len(batches[i].values) for i in group], dtype=np.int64)
+        # (no sum of n lengths of at most the count of values overflows)
+        fits = (lengths.min(axis=1) >= 0) & (lengths.max(axis=1) <= counts)
+        fits &= np.where(fits, lengths.sum(axis=1), -1) == counts
+        if not fits.all():
+            i = group[int(np.argmin(fits))]
+            _misfit(whats[i], dtypes[i])
+
+
+def _misfit(what: str, dtype: np.dtype) -> None:
+    raise InvalidArgumentError(f"{what}: Rows whose values, lengths and shapes do not fit "
+                               f"together (values of dtype {dtype}, one length per element "
+                               f"adding up to the values, one shape each)")
 
 
 def split(value: SparseValue, what: str) -> Rows:

@@ -199,7 +199,7 @@ def _rows(values, lengths, shapes, inner=None):
 
 
 @pytest.mark.parametrize("rows", [
-    _rows([1, 2], [1, 2], [[2], [2]]),  # more lengths than values
+    _rows([1, 2], [1, 0, 0], [[2], [2], [2]]),  # lengths adding up to fewer values
     _rows([1, 2], [3, -1], [[2], [2]]),  # a negative length
     _rows([1, 2], [2**62] * 4 + [2], [[2]] * 5),  # lengths whose sum wraps around to 2
     _rows([1, 2], [1, 1], [[2]]),  # one shape for two elements
@@ -208,16 +208,19 @@ def _rows(values, lengths, shapes, inner=None):
     sparse.Rows(np.array([1.5]), None, np.array([1]), np.array([[1]])),  # not int64 values
     sparse.Rows([1], None, np.array([1]), np.array([[1]])),  # not an array
 ])
-def test_checked_rows_refuses_parts_that_do_not_fit(rows):
-    with pytest.raises(InvalidArgumentError, match=r"^c: Rows whose values, lengths and "
-                                                   r"shapes do not fit together"):
-        sparse.checked_rows(rows, np.dtype(np.int64), "c")
+def test_check_rows_refuses_parts_that_do_not_fit_naming_their_component(rows):
+    good = _rows([1, 2], [2, 0], [[2], [2]])  # (as many elements as most: checked together)
+    for batches in ([rows], [good, rows], [rows, good]):  # alone, and checked with others
+        with pytest.raises(InvalidArgumentError, match=r"^c1: Rows whose values, lengths and "
+                                                       r"shapes do not fit together"):
+            whats = ["c0", "c1"] if batches[0] is good else ["c1", "c0"]
+            sparse.check_rows(batches, [np.dtype(np.int64)] * 2, whats[:len(batches)])
 
 
 def test_a_queue_takes_rows_as_the_batched_sparse_value_they_split_from():
     value = ragged([[1, 2, 3], [], [4]])
     rows = sparse.split(value, "c")
-    assert sparse.checked_rows(rows, np.dtype(np.int64), "c") is rows
+    sparse.check_rows([rows], [np.dtype(np.int64)], ["c"])
     given, split_first = (qp.FIFOQueue(5, [qp.int64], shapes=[None], names=["c"])
                           for _ in range(2))
     given.enqueue_many({"c": rows})
