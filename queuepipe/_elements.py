@@ -330,7 +330,8 @@ class Components:
         SparseValue of its dtype and rank), else None: ``accept`` returns the values,
         ``accept_owned`` what :meth:`staged` keeps of them. Both None
         when some component has no fixed shape and is not sparse (its values are copied,
-        not kept), or is a string array.
+        not kept), or is a string array. (A SparseValue of strings is taken too: its values,
+        an object array, are kept as they are, as ``convert`` keeps them.)
 
         The functions are generated as one expression per component, as ``namedtuple``
         generates its class: they run for every element a grouping enqueue op stages, where
@@ -343,7 +344,7 @@ class Components:
         checks, owned = [], []
         for i, dtype in enumerate(self.known_dtypes):
             shape = self.dense_shape(i)
-            if self.ranks[i] is not None and dtype.kind != "O":  # as parsers make them
+            if self.ranks[i] is not None:  # as parsers make them
                 namespace[f"dtype{i}"], namespace[f"rank{i}"] = dtype, self.ranks[i]
                 # (each field read once, into i{i}, v{i}, d{i}: a namedtuple's field is a
                 # call each time)

@@ -1290,6 +1290,24 @@ def test_a_shuffle_queue_keeps_each_sparse_value_with_its_element():
     assert all(row.values.tolist() == list(range(c % 4)) for c, row in zip(counts, rows))
 
 
+def test_string_sparse_values_as_parsed_take_the_generated_fast_path():
+    # A VarLenFeature of strings parses to a SparseValue of an object array of bytes; the
+    # generated accept functions take it as convert() would, where they once gave up for
+    # the whole element (a wide schema's per-record pattern: 1.1-1.3 ms a record).
+    q = qp.FIFOQueue(8, [qp.int64, qp.string], shapes=[[], None], names=["n", "words"])
+    words = qp.SparseValue(np.array([[0], [1]]), np.array([b"a", b"bc"], dtype=object),
+                           np.array([2]))
+    q.enqueue({"n": np.int64(1), "words": words})  # the first fixes the kind and the rank
+    element = {"n": np.int64(2), "words": words}
+    accepted, owned = q._spec.accept(element), q._spec.accept_owned(element)
+    assert accepted is not None and owned is not None
+    assert accepted[1] is words and owned[1].values is not words.values  # kept / copied
+    q.enqueue(element)
+    batch = q.dequeue_many(2)
+    assert batch["words"].values.tolist() == [b"a", b"bc"] * 2
+    assert batch["words"].indices.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+
+
 def test_a_component_keeps_the_kind_of_its_first_value():
     q = qp.FIFOQueue(4, [qp.int64])
     q.enqueue(np.array([1, 2]))

@@ -9,7 +9,7 @@ import numpy as np
 
 from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
-from queuepipe.sparse import Rows, SparseValue, segments
+from queuepipe.sparse import Rows, SparseValue, counted, segments
 
 
 class _DenseOut:
@@ -178,11 +178,12 @@ def _unbatch(value):
 
 def _sparse_1d(values):
     """One record's VarLenFeature values as a SparseValue: indices ``[[0], [1], ...]`` and
-    dense shape ``[len]``, both views of one ``arange(len + 1)`` (disjoint parts of it: a
-    write to one never shows in the other). Made with two NumPy calls instead of three, and
-    without the namedtuple's Python ``__new__``: this runs once per feature per record."""
+    dense shape ``[len]``, both views of one array of ``0 .. len`` (disjoint parts of it: a
+    write to one never shows in the other; made by :func:`~queuepipe.sparse.counted`, which
+    keeps the GIL). Made with two NumPy calls instead of three, and without the namedtuple's
+    Python ``__new__``: this runs once per feature per record."""
     n = len(values)
-    numbers = np.arange(n + 1, dtype=np.int64)
+    numbers = counted(n + 1)
     return _new_sparse(SparseValue, (numbers[:n, None], values, numbers[n:]))
 
 

@@ -38,7 +38,7 @@ from queuepipe.parsing._bulk import _parse_fast
 from queuepipe.parsing._single import _SMALL_INT64, _parse_single_plain
 from queuepipe.parsing._sinks import _new_sparse, _RaggedOut, _shaped, _sparse_1d
 from queuepipe.parsing._specs import _FIXED, _SEQ, _VAR, _frombuffer
-from queuepipe.sparse import SparseValue
+from queuepipe.sparse import SparseValue, counted
 
 __all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "pure_sequence",
            "core_sequence", "core_available", "walk", "single", "sequence"]
@@ -46,7 +46,6 @@ __all__ = ["Walker", "pure_walk", "core_walk", "pure_single", "core_single", "pu
 Walker = Callable[[List[bytes], Sequence, Sequence], Sequence[int]]
 
 _DTYPE_CODES = {_dtypes.int64: 0, _dtypes.float32: 1, _dtypes.string: 2}  # wire.h's qp_dtype
-_arange = np.arange
 _INT64 = np.dtype(np.int64)
 
 
@@ -150,7 +149,7 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
             feature.kind == _VAR or feature.kind == _FIXED and feature.shape == ())
             for feature in features),
         "_SMALL_INT64": _SMALL_INT64, "_int64": np.int64,
-        "_arange": _arange, "_INT64": _INT64, "_new_sparse": _new_sparse,
+        "_counted": counted, "_INT64": _INT64, "_new_sparse": _new_sparse,
         "SparseValue": SparseValue, "_frombuffer": _frombuffer, "_sparse_1d": _sparse_1d,
         "_values": _values, "_rows": _rows}
     statements, outputs = [], []
@@ -166,7 +165,7 @@ def _single_plan(features) -> Callable[[bytes], Optional[Dict[str, Any]]]:
                      f"w{i}[n{i}:n{i} + 1]))")
         elif feature.kind == _VAR and not strings:  # (_sparse_1d inlined)
             statements += [f"n{i} = len(r{i}) // {operator.index(feature.dtype.itemsize)}",
-                           f"numbers{i} = _arange(n{i} + 1, dtype=_INT64)"]
+                           f"numbers{i} = _counted(n{i} + 1)"]
             value = (f"_new_sparse(SparseValue, (numbers{i}[:n{i}, None], "
                      f"_frombuffer(r{i}, dtype{i}), numbers{i}[n{i}:]))")
         elif feature.kind == _VAR:
