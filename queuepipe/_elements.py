@@ -311,16 +311,24 @@ class Components:
     def _check_rank(self, i: int, rank: int) -> None:
         """Component ``i`` (of SparseValues) keeps the rank of its first value: a value of
         another rank could never be batched with it, so its enqueue fails, naming it."""
-        if self.ranks[i] is None:
+        self._check_ranks([(i, rank)])
+
+    def _check_ranks(self, ranks: List[Tuple[int, int]]) -> None:
+        """:meth:`_check_rank` of each ``(component, rank)``; the accept functions are made
+        again once for all the ranks first seen (a wide schema's first batch has a hundred)."""
+        if any(self.ranks[i] is None for i, _ in ranks):
             with self.lock:
-                if self.ranks[i] is None:
-                    self.ranks[i] = rank
-                    # now they can take sparse values too
+                fresh = False
+                for i, rank in ranks:
+                    if self.ranks[i] is None:
+                        self.ranks[i], fresh = rank, True
+                if fresh:  # now they can take sparse values too
                     self.accept, self.accept_owned = self._acceptance()
-        if rank != self.ranks[i]:
-            raise InvalidArgumentError(
-                f"Queue '{self.queue}' component {self.label(i)}: cannot batch sparse values "
-                f"of ranks {sorted({rank, self.ranks[i] or 0})}")
+        for i, rank in ranks:
+            if rank != self.ranks[i]:
+                raise InvalidArgumentError(
+                    f"Queue '{self.queue}' component {self.label(i)}: cannot batch sparse "
+                    f"values of ranks {sorted({rank, self.ranks[i] or 0})}")
 
     def _acceptance(self) -> Tuple[Optional[Callable[[Any], Optional[List[Any]]]],
                                    Optional[Callable[[Any], Optional[List[Any]]]]]:
@@ -551,14 +559,12 @@ class Components:
         if lists:
             whats = [f"Queue '{self.queue}' component {self.label(i)}" for i in lists]
             for i, rows in zip(lists, sparse.split_all([batch[i] for i in lists], whats)):
-                self._check_rank(i, rows.shapes.shape[1])
                 batch[i] = rows
         if given:  # Rows given (read_batch_features' parse)
             dtypes = self.known_dtypes
             sparse.check_rows([batch[i] for i in given], [dtypes[i] for i in given],
                               [f"Queue '{self.queue}' component {self.label(i)}" for i in given])
-            for i in given:
-                self._check_rank(i, batch[i].shapes.shape[1])
+        self._check_ranks([(i, batch[i].shapes.shape[1]) for i in given + lists])
         sizes = {len(b) for b in batch}
         if len(sizes) > 1:
             raise InvalidArgumentError(

@@ -200,9 +200,13 @@ class RandomShuffleQueue(QueueBase):
 
     def _reserve(self, n: int) -> None:
         """Grows the columns (every row kept: the slots point into them) unless ``n`` more
-        elements fit."""
+        elements fit: the first time to twice ``min_after_dequeue`` at once (the queue holds
+        more than that many before its first dequeue), instead of doubling up to it from
+        the first columns' few rows (a wide schema's 200 columns: four grows, each a new
+        table and a copy, before its first batch)."""
         if self._count + n > self._rows:
-            self._grow(self._count + n, slice(0, self._rows))
+            self._grow(max(self._count + n, min(self._capacity, 2 * self._min_after_dequeue)),
+                       slice(0, self._rows))
 
     def _put(self, batch: List[np.ndarray], n: int) -> None:
         self._reserve(n)
