@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import queuepipe as qp
-from queuepipe import parsing, sparse
+from queuepipe import parsing
 from queuepipe.parsing import _walkers
 
 # The ways parse_example can take a batch: each walker (the compiled one where it is loaded),
@@ -313,7 +313,7 @@ def test_parse_example_rows_gives_the_split_of_parse_examples_sparse_values(gold
                 if not isinstance(value, qp.SparseValue):
                     np.testing.assert_array_equal(rows[key], value)
                     continue
-                split = sparse.split(value, key)
+                split = qp.sparse.split(value, key)
                 got = rows[key]
                 assert got.inner is None and split.inner is None
                 for part in ("values", "lengths", "shapes"):
