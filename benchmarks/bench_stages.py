@@ -19,9 +19,12 @@ values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for the pure path.
 
 ``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, every
 shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--repeat`` rounds
-interleaved: its records per second (the best round), its CPU per record (the least), and the
+interleaved: its records per second (the best round), its CPU per record (the least), the
 share of that CPU spent in the core's ``walk_examples`` calls (``walk_examples`` time is
-thread CPU time, added up over the threads).
+thread CPU time, added up over the threads), and the fastest round's thread CPU per record of
+each step: the plan's chunk read (under the plan's lock), the parse, ``enqueue_many`` (under
+the queue's lock, with the batches it draws ahead) and the consumer's dequeue: what a second
+thread can run beside the first, and what it cannot.
 """
 
 from __future__ import annotations
@@ -136,20 +139,57 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
     for _ in range(args.repeat):
         for threads in args.threads:  # interleaved: a slow spell of the host hits every count
             walked = walk_seconds[0]
-            start, wall = time.process_time(), time.perf_counter()
-            records = sum(len(batch["label"]) for batch in
-                          bench.pipeline_bulk(qp, files, 2, threads, args.workload, None))
-            rounds[threads].append((time.perf_counter() - wall, time.process_time() - start,
-                                    walk_seconds[0] - walked, records))
+            with _timed_steps() as steps:
+                start, wall = time.process_time(), time.perf_counter()
+                records = sum(len(batch["label"]) for batch in
+                              bench.pipeline_bulk(qp, files, 2, threads, args.workload, None))
+                rounds[threads].append((time.perf_counter() - wall, time.process_time() - start,
+                                        walk_seconds[0] - walked, records, dict(steps)))
     for threads, measured in rounds.items():
-        wall, cpu, walk, records = min(measured)  # the fastest round (by wall clock)
+        wall, cpu, walk, records, steps = min(measured, key=lambda m: m[0])  # the fastest
         print(f"{args.workload}: read_batch_features, {threads} enqueue thread(s), {records} "
               f"records: {records / wall / 1e3:.0f}k records/s (best of {args.repeat}; all: "
               + "/".join(f"{m[3] / m[0] / 1e3:.0f}k" for m in measured) + "), "
               f"{min(m[1] for m in measured) / records * 1e6:.2f} us of CPU per record"
               + (f", {walk / cpu:.0%} of it in the core's walk_examples"
-                 if walk_seconds[1] else ""))
+                 if walk_seconds[1] else "")
+              + "; thread CPU per record of the fastest round: "
+              + ", ".join(f"{name} {seconds / records * 1e6:.2f} us"
+                          for name, seconds in steps.items())
+              + (f" (the walk {walk / records * 1e6:.2f} us)" if walk_seconds[1] else ""))
     return 0
+
+
+@contextlib.contextmanager
+def _timed_steps():
+    """Yields a dict: the thread CPU time spent in each step of read_batch_features within
+    the block (added up over the threads); the steps' functions are put back after it."""
+    from queuepipe import features, plan
+    from queuepipe._queue_base import QueueBase
+
+    steps = {"chunk read": 0.0, "parse": 0.0, "enqueue_many": 0.0, "consumer's dequeue": 0.0}
+    wrapped = [(plan.ReadPlan, "take", "chunk read"), (features._Planned, "_parsed", "parse"),
+               (QueueBase, "enqueue_many", "enqueue_many"),
+               (QueueBase, "dequeue_many", "consumer's dequeue"),
+               (QueueBase, "dequeue_up_to", "consumer's dequeue")]
+
+    def timed(function, step):
+        def timed_step(*args, **kwargs):
+            start = time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                steps[step] += time.thread_time() - start
+        return timed_step
+
+    originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in wrapped]
+    for owner, name, step in wrapped:
+        setattr(owner, name, timed(owner.__dict__[name], step))
+    try:
+        yield steps
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 @contextlib.contextmanager

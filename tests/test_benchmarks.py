@@ -277,16 +277,28 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     from queuepipe import _core
     from queuepipe.parsing import _walkers
 
+    from queuepipe import features, plan
+    from queuepipe._queue_base import QueueBase
+
     core = _core.core
+    steps = [plan.ReadPlan.take, features._Planned._parsed, QueueBase.enqueue_many,
+             QueueBase.dequeue_many, QueueBase.dequeue_up_to]
     assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
                                       "--threads", "1", "2", "--repeat", "2"]) == 0
-    assert _core.core is core  # the timing wrapper is taken off again
+    assert _core.core is core  # the timing wrappers are taken off again
+    assert [plan.ReadPlan.take, features._Planned._parsed, QueueBase.enqueue_many,
+            QueueBase.dequeue_many, QueueBase.dequeue_up_to] == steps
     out = capsys.readouterr().out
-    share = r", \d+% of it in the core's walk_examples" if _walkers.core_available() else ""
+    on = _walkers.core_available()
+    share = r", \d+% of it in the core's walk_examples" if on else ""
+    walk = r" \(the walk [\d.]+ us\)" if on else ""
     for threads in (1, 2):
         assert re.search(rf"^tokens: read_batch_features, {threads} enqueue thread\(s\), 1200 "
                          r"records: \d+k records/s \(best of 2; all: \d+k/\d+k\), [\d.]+ us "
-                         rf"of CPU per record{share}$", out, re.M), out
+                         rf"of CPU per record{share}; thread CPU per record of the fastest "
+                         r"round: chunk read [\d.]+ us, parse [\d.]+ us, enqueue_many [\d.]+ "
+                         rf"us, consumer's dequeue [\d.]+ us{walk}$", out, re.M), out
+    assert not re.search(r"chunk read 0\.00 us, parse 0\.00", out), out  # (steps timed)
 
 
 def test_the_sequence_benchmark_times_each_path(capsys):
