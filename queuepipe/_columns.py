@@ -460,10 +460,10 @@ class SparseColumns:
     tables, and each costs a cache line or a few, not one per member. A member's own passes
     over every row, such as a compaction of its arena, read its column with a fixed stride.)
 
-    A batch of n rows is gathered for all members at once: the segments of every member, one
-    member after the other, as one index into the arenas, split at the members' totals; and
-    the batched SparseValues of plain lists get their ``[row, place]`` indices from one
-    array, of which each member's is a slice.
+    A batch of n rows is read from the tables for all members at once (a call per table),
+    then gathered from each member's arena with one copy per segment; and the batched
+    SparseValues of plain lists get their ``[row, place]`` indices from one array, of which
+    each member's is a slice.
     """
 
     def __init__(self, rows: int) -> None:

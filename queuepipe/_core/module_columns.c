@@ -108,6 +108,24 @@ refuse_segment(const char *fn, size_t bad, const int64_t *starts, const int64_t 
                  (long long)starts[bad], (long long)lengths[bad], refusals[status]);
 }
 
+/* Checks that starts and lengths (int64 views) hold as many items, and copies them for the
+ * passes to read (see int64_copy) into *at and *sizes, freed by the caller: n_segments of
+ * each. -1 with ValueError or MemoryError. */
+static int
+segment_copies(const Py_buffer *starts, const Py_buffer *lengths, const char *fn,
+               int64_t **at, int64_t **sizes, size_t *n_segments)
+{
+    if (starts->len != lengths->len) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd starts but %zd lengths", fn,
+                     starts->len / 8, lengths->len / 8);
+        return -1;
+    }
+    *n_segments = (size_t)starts->len / 8;
+    if ((*at = int64_copy(starts)) == NULL || (*sizes = int64_copy(lengths)) == NULL)
+        return -1;
+    return 0;
+}
+
 /* Releases the views taken (those with an object). */
 static void
 release_views(Py_buffer *views, size_t n)
@@ -130,7 +148,7 @@ py_compact_segments(PyObject *self, PyObject *args)
 {
     PyObject *arena_arg, *starts_arg, *lengths_arg, *result = NULL;
     Py_buffer views[3] = {{0}}, *arena = &views[0], *starts = &views[1], *lengths = &views[2];
-    size_t n_items, item_bytes, n_live = 0, bad = 0;
+    size_t n_items, item_bytes, n_segments = 0, n_live = 0, bad = 0;
     int64_t *at = NULL, *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOO:compact_segments", &arena_arg, &starts_arg, &lengths_arg))
@@ -138,15 +156,8 @@ py_compact_segments(PyObject *self, PyObject *args)
     if (arena_buffer(arena_arg, arena, 1, "compact_segments", "the arena", &n_items,
                      &item_bytes) < 0
         || int64_buffer(starts_arg, starts, "compact_segments", "starts") < 0
-        || int64_buffer(lengths_arg, lengths, "compact_segments", "lengths") < 0)
-        goto done;
-    if (starts->len != lengths->len) {
-        PyErr_Format(PyExc_ValueError, "compact_segments: %zd starts but %zd lengths",
-                     starts->len / 8, lengths->len / 8);
-        goto done;
-    }
-    size_t n_segments = (size_t)starts->len / 8;
-    if ((at = int64_copy(starts)) == NULL || (sizes = int64_copy(lengths)) == NULL)
+        || int64_buffer(lengths_arg, lengths, "compact_segments", "lengths") < 0
+        || segment_copies(starts, lengths, "compact_segments", &at, &sizes, &n_segments) < 0)
         goto done;
     PyThreadState *saved = qp_gil_let_go((size_t)arena->len, QP_GIL_FREE_BYTES);
     qp_columns_status status = qp_columns_compact(arena->buf, n_items, item_bytes, at, sizes,
@@ -190,7 +201,7 @@ py_gather_segments(PyObject *self, PyObject *args)
     PyObject *arena_arg, *starts_arg, *lengths_arg, *out_arg, *result = NULL;
     Py_buffer views[4] = {{0}}, *arena = &views[0], *starts = &views[1], *lengths = &views[2],
               *out = &views[3];
-    size_t n_items, item_bytes, n_out, out_item_bytes, bad = 0;
+    size_t n_items, item_bytes, n_out, out_item_bytes, n_segments = 0, bad = 0;
     int64_t *at = NULL, *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOO:gather_segments", &arena_arg, &starts_arg, &lengths_arg,
@@ -201,13 +212,9 @@ py_gather_segments(PyObject *self, PyObject *args)
         || int64_buffer(starts_arg, starts, "gather_segments", "starts") < 0
         || int64_buffer(lengths_arg, lengths, "gather_segments", "lengths") < 0
         || arena_buffer(out_arg, out, 1, "gather_segments", "out", &n_out,
-                        &out_item_bytes) < 0)
+                        &out_item_bytes) < 0
+        || segment_copies(starts, lengths, "gather_segments", &at, &sizes, &n_segments) < 0)
         goto done;
-    if (starts->len != lengths->len) {
-        PyErr_Format(PyExc_ValueError, "gather_segments: %zd starts but %zd lengths",
-                     starts->len / 8, lengths->len / 8);
-        goto done;
-    }
     if (!same_rows(arena, out)) {
         PyErr_SetString(PyExc_ValueError, "gather_segments: out's rows differ from the "
                         "arena's");
@@ -217,9 +224,6 @@ py_gather_segments(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "gather_segments: out overlaps the arena");
         goto done;
     }
-    size_t n_segments = (size_t)starts->len / 8;
-    if ((at = int64_copy(starts)) == NULL || (sizes = int64_copy(lengths)) == NULL)
-        goto done;
     PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
     qp_columns_status status = qp_columns_gather(arena->buf, n_items, item_bytes, at, sizes,
                                                  n_segments, out->buf, n_out, &bad);
