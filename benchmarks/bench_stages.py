@@ -22,9 +22,10 @@ shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--rep
 interleaved: its records per second (the best round), its CPU per record (the least), the
 share of that CPU spent in the core's ``walk_examples`` calls (``walk_examples`` time is
 thread CPU time, added up over the threads), and the fastest round's thread CPU per record of
-each step: the plan's chunk read (under the plan's lock), the parse, ``enqueue_many`` (under
-the queue's lock, with the batches it draws ahead) and the consumer's dequeue: what a second
-thread can run beside the first, and what it cannot.
+each step: the plan's chunk read (under the plan's lock), the parse (of the batches each
+``enqueue_many`` draws ahead, outside the queue's lock; mnist's ``parse_fn`` parses each chunk
+before it), ``enqueue_many`` without that parse (under the queue's lock, with the draws) and
+the consumer's dequeue: what a second thread can run beside the first, and what it cannot.
 """
 
 from __future__ import annotations
@@ -163,23 +164,33 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
 @contextlib.contextmanager
 def _timed_steps():
     """Yields a dict: the thread CPU time spent in each step of read_batch_features within
-    the block (added up over the threads); the steps' functions are put back after it."""
+    the block (added up over the threads; a step's time leaves out the steps it calls: the
+    parse of the batches an enqueue_many draws ahead counts as the parse); the steps'
+    functions are put back after it."""
+    import threading
+
     from queuepipe import features, plan
     from queuepipe._queue_base import QueueBase
 
     steps = {"chunk read": 0.0, "parse": 0.0, "enqueue_many": 0.0, "consumer's dequeue": 0.0}
-    wrapped = [(plan.ReadPlan, "take", "chunk read"), (features._Planned, "_parsed", "parse"),
+    wrapped = [(plan.ReadPlan, "take", "chunk read"), (features._Planned, "parse", "parse"),
+               (features._Planned, "_element", "parse"),  # (a parse_fn's parse of a chunk)
                (QueueBase, "enqueue_many", "enqueue_many"),
                (QueueBase, "dequeue_many", "consumer's dequeue"),
                (QueueBase, "dequeue_up_to", "consumer's dequeue")]
+    nested = threading.local()  # per thread: the time of the steps the running one called
 
     def timed(function, step):
         def timed_step(*args, **kwargs):
+            outer = getattr(nested, "seconds", 0.0)
+            nested.seconds = 0.0
             start = time.thread_time()
             try:
                 return function(*args, **kwargs)
             finally:
-                steps[step] += time.thread_time() - start
+                seconds = time.thread_time() - start
+                steps[step] += seconds - nested.seconds
+                nested.seconds = outer + seconds
         return timed_step
 
     originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in wrapped]

@@ -33,7 +33,7 @@ import copy
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -172,6 +172,9 @@ class QueueBase:
         self._ahead: collections.deque = collections.deque()
         self._ahead_size = 0
         self._ahead_limit = 0
+        # What the batches handed out become instead of their components' finish, a list of
+        # them at a time (see _draw_ahead).
+        self._batch_finish: Optional[Callable[[List[Any]], List[Any]]] = None
         self._closed = False
         self._cancelled = False
         self._abort_exc: Optional[BaseException] = None
@@ -342,13 +345,17 @@ class QueueBase:
                 column.clear(index)
         return out
 
-    def _finish(self, raw: List[Any]) -> List[Any]:
-        """A raw batch as the user sees it: every component's ``finish``."""
+    def _finish(self, raw: List[Any]) -> Any:
+        """A raw batch as the dequeue returns it: every component's ``finish``, in the
+        elements' structure; or, where the queue has a batch finish, what that makes of the
+        raw batch in the elements' structure."""
+        if self._batch_finish is not None:
+            return self._batch_finish([self._spec.structure(raw)])[0]
         out = [None if column.grouped else column.finish(values)
                for column, values in zip(self._columns, raw)]
         for group in self._groups:
             group.finish(raw, out)
-        return out
+        return self._spec.structure(out)
 
     def _read_one(self, row: int) -> List[Any]:
         out = [column.read_one(row) for column in self._columns]
@@ -538,7 +545,8 @@ class QueueBase:
 
     # -- batches drawn ahead (read_batch_features) ----------------------------------------
 
-    def _draw_ahead(self, size: int, limit: int) -> None:
+    def _draw_ahead(self, size: int, limit: int,
+                    finish: Optional[Callable[[List[Any]], List[Any]]] = None) -> None:
         """Lets ``enqueue_many`` draw up to ``limit`` batches of ``size`` elements ahead of
         the consumer, as ``dequeue_many(size)`` would, and finish them.
 
@@ -551,14 +559,22 @@ class QueueBase:
         back first. (``batching`` sets this up for ``read_batch_features``.)
 
         An entry of ``_ahead`` is ``[raw, finished]``: drawn under the lock, finished
-        outside it by the thread that drew it (a batch of token lists: its ``[N, 2]``
-        indices written), which other enqueues need not wait for; ``finished`` is None
+        outside it by the thread that drew it (``read_batch_features``: parsed), which
+        other enqueues need not wait for; ``finished`` is None
         until then, and ``_FAILED`` if finishing raised (the consumer then draws as it
         would have, and meets the error itself). A consumer waits for the oldest.
+
+        ``finish``, if given, takes the batches the queue hands out (drawn ahead or not) as
+        the columns hold them (arrays, and :class:`~queuepipe.sparse.Rows` for the sparse
+        components), each in the elements' structure, and returns what the dequeues return
+        instead; the batches one thread drew ahead at once are finished in one call.
+        ``read_batch_features`` queues serialized records and parses them there, a few
+        batches a call, in the enqueue threads (TF's parses each batch of its queue).
         """
         with self._lock:
             self._return_ahead()
             self._ahead_size, self._ahead_limit = int(size), int(limit)
+            self._batch_finish = finish
 
     def _draw_batches_ahead(self, drawn: List[List[Any]]) -> None:
         """Draws batches ahead while fewer than the limit wait and a dequeue of their size
@@ -575,7 +591,18 @@ class QueueBase:
 
     def _finish_ahead(self, drawn: List[List[Any]]) -> None:
         """Finishes the batches this thread drew ahead, outside the lock (an entry put back
-        meanwhile is finished for nothing), and wakes the consumers."""
+        meanwhile is finished for nothing), and wakes the consumers: with a batch finish, all
+        in one call (if it raises, each is marked failed)."""
+        if self._batch_finish is not None and drawn:
+            try:
+                finished = self._batch_finish([self._spec.structure(raw) for raw, _ in drawn])
+            except BaseException:  # the consumer draws again and meets the error itself
+                finished = [_FAILED] * len(drawn)
+            with self._lock:
+                for entry, batch in zip(drawn, finished):
+                    entry[1] = batch
+                self._not_empty.notify_all()
+            return
         for entry in drawn:
             finished: Any
             try:
@@ -843,7 +870,7 @@ class QueueBase:
                         self._ahead.popleft()
                         self._dequeued += n
                         self._wake_producers()
-                        return self._spec.structure(batch)
+                        return batch
                     size = self._size()
                     available = size - (0 if self._closed else self._min_after())
                     want = min(piece, n - got)
@@ -872,7 +899,7 @@ class QueueBase:
                     self._restore(chunks, got)
                 raise
             self._dequeued += got
-        return self._spec.structure(batch)
+        return batch
 
     def _empty_batch(self, op: str) -> Any:
         """A batch of no element, as TF's ``dequeue_many(0)`` gives one: possible only when
@@ -946,7 +973,11 @@ class QueueBase:
                     f"queue, this one holds {self.size()}")
             for j in range(ahead):
                 raw = [b[j * size:(j + 1) * size] for b in batch]
-                self._ahead.append([raw, self._finish(raw)])
+                try:
+                    finished = self._finish(raw)
+                except Exception:  # the consumer draws it again and meets the error itself
+                    finished = _FAILED
+                self._ahead.append([raw, finished])
             first = ahead * size
             if n > first:
                 self._put(batch if not first else [b[first:] for b in batch], n - first)

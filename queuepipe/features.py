@@ -2,14 +2,23 @@
 resumable.
 
 The pipeline runs on a :class:`~queuepipe.plan.ReadPlan`, which numbers the input's chunks
-of records (tickets) and its records (ordinals) by the files and the seed alone::
+of records (tickets) and its records (ordinals) by the files and the seed alone. As in TF's
+``read_batch_features``, the queue holds the serialized records, and each batch drawn from it
+is parsed as one (``parse_example``): a record is parsed once, in the batch it leaves in, and
+the queue stores and shuffles one string per record, whatever the schema::
 
-    ReadPlan ----> thread 1: take ticket 0, parse -+                      +--> Batches
-      (files,      thread 2: take ticket 1, parse -+--> enqueue_many --> queue -- dequeue_many
-       seed)       thread 3: take ticket 2, parse -+    (seeded: in ticket order)  (ordinals
-                                                                                 stripped)
+    ReadPlan ----> thread 1: take ticket 0 -+                      +--> draw a batch, parse it
+      (files,      thread 2: take ticket 1 -+--> enqueue_many --> queue    (the enqueue threads,
+       seed)       thread 3: take ticket 2 -+    (seeded: in ticket order)  ahead of the consumer)
+                                                                     --> Batches (ordinals
+                                                                           stripped)
 
-Each parsed row carries its ordinal through the queue in a hidden column. The consumer side
+The enqueue threads draw the batches a ``dequeue_many`` would take next and parse them
+outside the queue's lock (``QueueBase._draw_ahead``), where the compiled core's walk runs
+without the GIL; the consumer, the training loop, picks each one up. With a ``parse_fn``,
+that function parses each chunk as it is read instead, and the queue holds its rows.
+
+Each record carries its ordinal through the queue in a hidden column. The consumer side
 strips it and tells the plan which records were delivered, so that a state lists exactly
 the records read and not delivered yet: the records in the queue (in the queue's order, with
 its generator's state) and those between reading and the queue.
@@ -25,16 +34,16 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
 
-from queuepipe._chunks import RecordChunk
 from queuepipe.batching import Batches, _batching, _positive_int, _scope, _Structure, \
     sequence_of
-from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError
-from queuepipe.parsing import FixedLenFeature, VarLenFeature
-from queuepipe.parsing._example import parse_example_rows
+from queuepipe.errors import CancelledError, InvalidArgumentError, NotFoundError, \
+    QueuePipeError
+from queuepipe.parsing import FixedLenFeature, VarLenFeature, parse_example
+from queuepipe.parsing._example import parse_example_batches
 from queuepipe.parsing._walkers import core_available
 from queuepipe.plan import REFUSED, ReadPlan, pack_ints, unpack_ints
 from queuepipe.producers import _check_num_epochs, match_filenames_once
@@ -47,8 +56,10 @@ __all__ = ["read_batch_features", "SHUFFLES"]
 
 SHUFFLES = ("buffer", "global")
 
-# The hidden column of a parsed dict that carries each row's ordinal through the queue.
+# The hidden column of a queued dict that carries each row's ordinal through the queue.
 ORDINAL = "__queuepipe_ordinal__"
+# The queue's column of serialized records (without a parse_fn).
+SERIALIZED = "__queuepipe_serialized__"
 
 # How far apart, in ordinals, the records a state leaves open may lie, per record it can
 # leave open (the marks the plan allocates for a loaded state). A shuffle queue keeps an
@@ -56,9 +67,9 @@ ORDINAL = "__queuepipe_ordinal__"
 # to stay while 64 pools' worth of records were read, about exp(-64) = 1.6e-28.
 _SPAN_PER_HELD = 64
 
-# Batches the enqueue threads draw and finish ahead of the consumer (QueueBase._draw_ahead):
-# the consumer, the training loop, then only picks each one up, and the drawing runs in the
-# threads, beside each other.
+# Batches the enqueue threads draw and finish (parse) ahead of the consumer
+# (QueueBase._draw_ahead): the consumer, the training loop, then only picks each one up, and
+# the drawing and parsing run in the threads, beside each other.
 _DRAWN_AHEAD = 4
 
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
@@ -67,18 +78,11 @@ _TURN_SLICE_SECS = 0.1
 
 class _Tagged(_Structure):
     """The elements' structure with each row's ordinal added (a dict key, or a last
-    component), taken off again as batches come out and reported as delivered.
+    component), taken off again as batches come out and reported as delivered."""
 
-    ``lists``: the keys of ``VarLenFeature`` s. A batch's dense_shape of each is made the
-    batch's longest list, as TF's parse of the batch gives it (rows keep the dense_shape of
-    the chunk they were parsed in, as ``enqueue_many`` of a SparseValue does in TF).
-    """
-
-    def __init__(self, delivered: Callable[[np.ndarray], None],
-                 lists: Sequence[str] = ()) -> None:
+    def __init__(self, delivered: Callable[[np.ndarray], None]) -> None:
         super().__init__()
         self._delivered = delivered
-        self._lists = list(lists)
         # The ordinals of each batch restored and not yet known to have reached its caller,
         # by the consumer's thread.
         self._handed: Dict[int, np.ndarray] = {}
@@ -99,8 +103,6 @@ class _Tagged(_Structure):
         if self._user is dict:
             batch = dict(batch)
             ordinals = batch.pop(ORDINAL)
-            for key in self._lists:
-                batch[key] = _longest_in_batch(batch[key])
         else:
             *batch, ordinals = batch
             batch = batch[0] if self._user is object else sequence_of(cast(type, self._user),
@@ -118,13 +120,6 @@ class _Tagged(_Structure):
     def withhold(self) -> None:
         """The batch this thread restored last never reached its caller."""
         self._handed.pop(threading.get_ident(), None)
-
-
-def _longest_in_batch(lists: SparseValue) -> SparseValue:
-    """A batch of lists (rank 2) with dense_shape ``[rows, its longest list]``."""
-    longest = int(lists.indices[:, 1].max()) + 1 if len(lists.indices) else 0
-    return SparseValue(lists.indices, lists.values,
-                       np.array([lists.dense_shape[0], longest], dtype=np.int64))
 
 
 class _Turns:
@@ -198,12 +193,12 @@ class _Turns:
 class _Planned:
     """The state keeper and producer side of one read_batch_features pipeline."""
 
-    def __init__(self, plan: ReadPlan, parse: Callable[..., Any], keyed: bool,
-                 ordered: bool, threads: int, capacity: int, batch_size: int,
-                 lists: Sequence[str] = ()) -> None:
+    def __init__(self, plan: ReadPlan, features: Mapping[str, Any],
+                 parse_fn: Optional[Callable[[np.ndarray], Any]], ordered: bool, threads: int,
+                 capacity: int, batch_size: int) -> None:
         self.plan = plan
-        self._parse = parse
-        self._keyed = keyed
+        self._features = features
+        self._parse_fn = parse_fn
         self._ordered = ordered
         self._threads = threads
         # The most records a state's queue can hold: its capacity, and what a dequeue
@@ -214,7 +209,7 @@ class _Planned:
         # over at most _SPAN_PER_HELD times as many ordinals by the shuffle.
         self._max_span = _SPAN_PER_HELD * (capacity + batch_size +
                                            (3 * threads + 1) * plan.chunk_size)
-        self.structure = _Tagged(plan.delivered, lists)
+        self.structure = _Tagged(plan.delivered)
         self._queue: Any = None
         self._turns: Optional[_Turns] = None
         self._first_ticket = 0
@@ -228,14 +223,46 @@ class _Planned:
         self._queue = queue
         return self._op
 
-    def _parsed(self, values: Union[np.ndarray, RecordChunk],
-                keys: Union[None, np.ndarray, Callable[[], np.ndarray]],
-                ordinals: np.ndarray) -> Any:
+    def _element(self, values: np.ndarray, ordinals: np.ndarray) -> Any:
+        """A chunk's records (an object array of ``bytes``) as the queue takes them, with
+        their ordinals: serialized, or parsed by the ``parse_fn``."""
+        if self._parse_fn is None:
+            return self.structure.tag({SERIALIZED: values}, ordinals)
         try:
-            element = self._parse(values, keys) if self._keyed else self._parse(values)
+            element = self._parse_fn(values)
         except END_LOOKALIKES as e:  # an error, never an end (nor a seeded chunk's hang)
             raise not_an_end(e, f"parse_fn of queue '{self._queue.name}'") from e
         return self.structure.tag(element, ordinals)
+
+    def parse(self, batches: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Batches of serialized records drawn from the queue, parsed: each as TF's
+        ``read_batch_features`` parses it (a ``VarLenFeature``'s dense_shape is the batch's
+        longest list), batches of one size in one call. A record that does not parse fails
+        its call: a lone batch's error names it by its key (``b"<file>:<offset>"``, read
+        again for the message only); several batches' (those drawn ahead) are drawn and
+        parsed again by the consumer, alone."""
+        if len(batches) == 1:
+            parsed = [self._parse_one(batches[0][SERIALIZED], batches[0][ORDINAL])]
+        else:  # drawn ahead together, of one size
+            parsed = parse_example_batches(
+                np.concatenate([batch[SERIALIZED] for batch in batches]), self._features,
+                len(batches[0][SERIALIZED]))
+        for batch, out in zip(batches, parsed):
+            out[ORDINAL] = batch[ORDINAL]
+        return parsed
+
+    def _parse_one(self, records: np.ndarray, ordinals: np.ndarray) -> Dict[str, Any]:
+        try:
+            return parse_example(records, self._features)
+        except InvalidArgumentError as e:
+            error = e
+        try:
+            keys = self.plan.keys_of(ordinals)
+        except (OSError, QueuePipeError):  # the files changed since: the parse's error stands
+            keys = None
+        if keys is None:
+            raise error
+        return parse_example(records, self._features, example_names=keys)
 
     def _op(self) -> None:
         """One step of an enqueue thread: the saved records first (once), then a chunk."""
@@ -248,7 +275,7 @@ class _Planned:
             self._run_turn(self._first_ticket - 1, lambda: self._put_back(*resume))
             return
         chunk = self.plan.take()
-        element = self._parsed(chunk.values, chunk.keys, chunk.ordinals)
+        element = self._element(chunk.values, chunk.ordinals)
         self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(element))
 
     def _run_turn(self, ticket: int, enqueue: Callable[[], None]) -> None:
@@ -335,19 +362,16 @@ class _Planned:
                   order: Optional[Dict[str, Any]]) -> None:
         """Reads the saved records again: those that were in the queue go back in the
         queue's order with its order state, the rest after them, in ordinal order."""
-        values, keys, ordinals = [], [], []
+        values, ordinals = [], []
         for base, where, left in opened:
-            chunk_values, chunk_keys, kept = self.plan.reread(where)
+            chunk_values, _, kept = self.plan.reread(where)
             wanted = left[kept]
             values.append(chunk_values[wanted])
-            if chunk_keys is not None:
-                keys.append(chunk_keys[wanted])
             ordinals.append(base + kept[wanted])
             skipped = np.setdiff1d(np.flatnonzero(left), kept)  # damaged now, skipped
             if len(skipped):
                 self.plan.delivered(base + skipped)
         all_values, all_ordinals = np.concatenate(values), np.concatenate(ordinals)
-        all_keys = np.concatenate(keys) if keys else None
         at = np.searchsorted(all_ordinals, queued)
         if len(queued) and (at.max() >= len(all_ordinals)
                             or not np.array_equal(all_ordinals[at], queued)):
@@ -357,9 +381,7 @@ class _Planned:
         for places, load in ((at, True), (rest, False)):
             if not len(places):
                 continue
-            element = self._parsed(all_values[places],
-                                   None if all_keys is None else all_keys[places],
-                                   all_ordinals[places])
+            element = self._element(all_values[places], all_ordinals[places])
             if load:
                 self._queue._real(element, batched=True)._load(element, order)
             else:
@@ -499,17 +521,6 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                     f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
                     f"VarLenFeature, or a parse_fn that returns such rows")
 
-        # A VarLenFeature's values go to the queue as Rows (values and counts), which it
-        # stores as they are: no indices made by the parse only to be checked by the queue.
-        def parse(serialized: Any, keys: Any) -> Any:
-            if not callable(keys):
-                return parse_example_rows(serialized, features, example_names=keys)
-            try:  # keys made only for an error's message: the parse again names the record
-                return parse_example_rows(serialized, features)
-            except InvalidArgumentError:
-                return parse_example_rows(serialized, features, example_names=keys())
-    else:
-        parse = cast(Callable[..., Any], parse_fn)  # the values alone: no keys are made
     file_pattern, reader = _share_files(file_pattern, reader)
     files = [os.fsdecode(f) for f in match_filenames_once(file_pattern)()]
     if not files:
@@ -522,12 +533,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     plan_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(
         1, np.uint64)[0] >> np.uint64(1))
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
-                    keyed=parse_fn is None, chunks=parse_fn is None)
-    lists = [key for key, spec in features.items() if isinstance(spec, VarLenFeature)] \
-        if parse_fn is None else []
-    planned = _Planned(plan, parse, keyed=parse_fn is None, ordered=seed is not None,
+                    keyed=parse_fn is None)
+    planned = _Planned(plan, features, parse_fn, ordered=seed is not None,
                        threads=num_enqueue_threads, capacity=queue_capacity,
-                       batch_size=batch_size, lists=lists)
+                       batch_size=batch_size)
     buffered = randomize_input and shuffle == "buffer"
     batches = _batching([plan.take] * num_enqueue_threads, 1, scope=_scope(name,
                         "read_batch_features"), batch_size=batch_size, capacity=queue_capacity,
@@ -535,7 +544,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                         seed=seed, enqueue_many=True,
                         allow_smaller_final_batch=allow_smaller_final_batch,
                         ordered=seed is not None, structure=planned.structure,
-                        make_op=planned.make_op, draw_ahead=_DRAWN_AHEAD)
+                        make_op=planned.make_op, draw_ahead=_DRAWN_AHEAD,
+                        finish=planned.parse if parse_fn is None else None)
     batches._saver = planned
     batches._on_stop.append(plan.close)
     if state is not None:

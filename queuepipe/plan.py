@@ -477,6 +477,30 @@ class ReadPlan:
         return _object_array(values), _object_array(keys) if self._keyed else None, \
             np.arange(count)
 
+    def keys_of(self, ordinals: np.ndarray) -> Optional[np.ndarray]:
+        """The keys ``b"<file>:<offset>"`` of the records of ``ordinals`` (read and not
+        delivered), read again chunk by chunk: for a message naming a record that does not
+        parse. None where the plan has no keys or the records are no longer its own."""
+        if not self._keyed:
+            return None
+        with self._marks_lock:
+            tickets = list(self._tickets)
+        bases = np.array([base for base, _ in tickets], dtype=np.int64)
+        owners = np.searchsorted(bases, ordinals, side="right") - 1
+        keys = np.empty(len(ordinals), dtype=object)
+        for owner in np.unique(owners).tolist():
+            if owner < 0:
+                return None
+            base, where = tickets[owner]
+            places = np.flatnonzero(owners == owner)
+            _, chunk_keys, kept = self.reread(where)
+            at = np.searchsorted(kept, ordinals[places] - base)
+            if chunk_keys is None or (at >= len(kept)).any() \
+                    or not np.array_equal(kept[at], ordinals[places] - base):
+                return None
+            keys[places] = chunk_keys[at]
+        return keys
+
     # -- delivery and state ---------------------------------------------------------------------
 
     def delivered(self, ordinals: np.ndarray) -> None:

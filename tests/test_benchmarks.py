@@ -281,13 +281,13 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     from queuepipe._queue_base import QueueBase
 
     core = _core.core
-    steps = [plan.ReadPlan.take, features._Planned._parsed, QueueBase.enqueue_many,
-             QueueBase.dequeue_many, QueueBase.dequeue_up_to]
+    steps = [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
+             QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to]
     assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
                                       "--threads", "1", "2", "--repeat", "2"]) == 0
     assert _core.core is core  # the timing wrappers are taken off again
-    assert [plan.ReadPlan.take, features._Planned._parsed, QueueBase.enqueue_many,
-            QueueBase.dequeue_many, QueueBase.dequeue_up_to] == steps
+    assert [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
+            QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to] == steps
     out = capsys.readouterr().out
     on = _walkers.core_available()
     share = r", \d+% of it in the core's walk_examples" if on else ""

@@ -297,31 +297,38 @@ def test_the_first_bad_record_is_reported_whichever_path_sees_it():
                 {"a": qp.FixedLenFeature([], qp.int64)}), None, walker=walker)
 
 
-def test_parse_example_rows_gives_the_split_of_parse_examples_sparse_values(golden):
-    """read_batch_features' parse: each VarLenFeature as the Rows its SparseValue splits
-    into in a queue, the rest as parse_example gives it; the same errors."""
-    from queuepipe.parsing._example import parse_example_rows
+def test_parse_example_batches_gives_each_batchs_own_parse(golden):
+    """read_batch_features' parse of the batches it draws ahead: one parse of several batches
+    gives what each batch's own parse_example gives, SparseValues numbered in their batch
+    with its longest list, dtypes and shapes included; the errors of a parse of all."""
+    from queuepipe.parsing._example import parse_example_batches
 
     manifest, _, raw, _ = golden
+    assert len(raw) == 40
     for case in _cases(manifest, "parse_example"):
         spec = {key: value for key, value in _specs(case["spec"]).items()
-                if not isinstance(value, qp.FixedLenSequenceFeature)}
-        for records in (raw, raw[:0]):
-            rows, want = parse_example_rows(records, spec), qp.parse_example(records, spec)
-            assert list(rows) == list(want)
-            for key, value in want.items():
-                if not isinstance(value, qp.SparseValue):
-                    np.testing.assert_array_equal(rows[key], value)
-                    continue
-                split = qp.sparse.split(value, key)
-                got = rows[key]
-                assert got.inner is None and split.inner is None
-                for part in ("values", "lengths", "shapes"):
-                    np.testing.assert_array_equal(getattr(got, part), getattr(split, part))
-                    assert getattr(got, part).dtype == getattr(split, part).dtype
-    records = [make_example({"a": [1, 2]}).SerializeToString(), b"\x0a\x05\x01"]
-    with pytest.raises(InvalidArgumentError, match=r"^Name: k1, Index: 1\.  Could not parse"):
-        parse_example_rows(records, {"a": qp.VarLenFeature(qp.int64)}, example_names=["k0", "k1"])
+                if not isinstance(value, (qp.FixedLenSequenceFeature, qp.io.SparseFeature))}
+        for size in (1, 8, 40):
+            batches = parse_example_batches(raw, spec, size)
+            assert len(batches) == len(raw) // size
+            for k, got in enumerate(batches):
+                want = qp.parse_example(raw[k * size:(k + 1) * size], spec)
+                assert list(got) == list(want)
+                for key, value in want.items():
+                    parts = [(got[key], value)] if not isinstance(value, qp.SparseValue) else \
+                        [(getattr(got[key], part), getattr(value, part))
+                         for part in ("indices", "values", "dense_shape")]
+                    for mine, theirs in parts:
+                        np.testing.assert_array_equal(mine, theirs)
+                        assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+    assert parse_example_batches(raw[:0], {"a": qp.VarLenFeature(qp.int64)}, 4) == []
+    records = [make_example({"a": [1, 2]}).SerializeToString()] * 3 + [b"\x0a\x05\x01"]
+    with pytest.raises(InvalidArgumentError, match=r"^Name: <unknown>, Index: 3\.  Could not "
+                                                   r"parse"):
+        parse_example_batches(records, {"a": qp.VarLenFeature(qp.int64)}, 2)
+    with pytest.raises(ValueError, match=r"^parse_example_batches: 4 records are not batches "
+                                         r"of 3"):
+        parse_example_batches(records, {"a": qp.VarLenFeature(qp.int64)}, 3)
 
 
 def test_undecodable_record_names_its_index():

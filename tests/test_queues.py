@@ -703,6 +703,45 @@ def test_a_batch_drawn_ahead_that_cannot_be_finished_fails_its_consumer_and_stay
     assert [len(x) for x in (q.dequeue(), q.dequeue())] == [2, 3]
 
 
+def test_a_batch_finish_takes_the_batches_one_thread_drew_ahead_in_one_call():
+    # read_batch_features' parse: every batch handed out, drawn ahead or by the consumer,
+    # goes through it as the columns hold it; those drawn by one enqueue_many together
+    calls = []
+
+    def finish(batches):
+        calls.append([batch["x"].tolist() for batch in batches])
+        return [{"sum": int(batch["x"].sum()), "n": len(batch["y"])} for batch in batches]
+
+    q = qp.FIFOQueue(20, [qp.int64, qp.string], shapes=[[], []], names=["x", "y"])
+    q._draw_ahead(4, 3, finish)
+    q.enqueue_many({"x": np.arange(10), "y": [b"r"] * 10})
+    assert calls == [[[0, 1, 2, 3], [4, 5, 6, 7]]]
+    assert q.dequeue_many(4) == {"sum": 6, "n": 4} and q.dequeue_many(4) == {"sum": 22, "n": 4}
+    q.close()
+    assert q.dequeue_up_to(4) == {"sum": 17, "n": 2}  # drawn by the consumer: alone
+    assert calls[1:] == [[[8, 9]]]
+
+
+def test_a_batch_finish_that_raises_fails_the_consumer_with_the_records_kept():
+    # a group drawn ahead that raises is drawn again by the consumer, a batch at a time: the
+    # good batch comes out, the bad one raises its own error and stays in the queue
+    def finish(batches):
+        for batch in batches:
+            if 19 in batch.tolist():
+                raise InvalidArgumentError(f"bad record in {batch.tolist()}")
+        return [batch.tolist() for batch in batches]
+
+    q = qp.FIFOQueue(20, qp.int64, shapes=[])
+    q._draw_ahead(4, 2, finish)
+    q.enqueue_many(np.arange(14, 22))
+    assert [entry[1] for entry in q._ahead] == [_queue_base._FAILED] * 2
+    assert q.dequeue_many(4) == [14, 15, 16, 17]
+    for _ in range(2):
+        with pytest.raises(InvalidArgumentError, match=r"^bad record in \[18, 19, 20, 21\]"):
+            q.dequeue_many(4)
+        assert q.size() == 4
+
+
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
 def test_a_snapshot_lists_the_batches_drawn_ahead_first_and_a_load_draws_them_again(kind):
     def make_queue():

@@ -25,13 +25,14 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
               allow_smaller_final_batch: bool = False, ordered: bool = False,
               structure: Optional[_Structure] = None,
               make_op: Optional[Callable[..., Callable[[], None]]] = None,
-              draw_ahead: int = 0) -> Batches:
+              draw_ahead: int = 0, finish: Optional[Callable[[Any], Any]] = None) -> Batches:
     """What every batching function does: check, build the queue and runner, wrap.
 
     ``ordered``: the ops enqueue in a fixed order whatever the threads (read_batch_features'
     plan); ``structure`` and ``make_op(producer, queue, structure)`` replace the plain ones;
     ``draw_ahead``: the producers' enqueues draw up to this many batches ahead of the
-    consumer (``QueueBase._draw_ahead``).
+    consumer, and ``finish`` makes every batch what the consumer gets
+    (``QueueBase._draw_ahead``).
     """
     batch_size = _positive_int(batch_size, "batch_size")
     capacity = _positive_int(capacity, "capacity")
@@ -57,7 +58,7 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
         else:
             queue = FIFOQueue(capacity, types, queue_shapes, names, name=queue_name)
         if draw_ahead:
-            queue._draw_ahead(batch_size, draw_ahead)
+            queue._draw_ahead(batch_size, draw_ahead, finish)
         return queue
 
     kind = ("random_shuffle_queue" if shuffle else

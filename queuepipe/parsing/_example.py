@@ -63,16 +63,21 @@ def _batch_names(example_names, batch):
     return names
 
 
-def _parse_batch(records, features, names, walker=_walkers.walk, single=False, rows=False):
+def _parse_batch(records, features, names, walker=_walkers.walk, single=False, size=None):
     """Parses a list of serialized Examples with normalized ``features``: the ``walker``
     (see :mod:`._walkers`; None: none) takes what it can, the per-record parser the rest.
-    ``rows``: VarLenFeatures as :class:`~queuepipe.sparse.Rows` (see :func:`parse_example_rows`)."""
+    ``size``: the outputs of each batch of ``size`` records, a list (see
+    :func:`parse_example_batches`)."""
     sinks = [_sink(feature, len(records)) for feature in features]
     left = walker(records, features, sinks) if walker else range(len(records))
     for index in left:
         _parse_record(records[index], index, None if names is None else names[index],
                       features, sinks, single)
-    return {feature.key: output for feature, output in zip(features, _finish(sinks, rows))}
+    if size is None:
+        return {feature.key: output for feature, output in zip(features, _finish(sinks))}
+    batches = _finish(sinks, size) if sinks else [[]] * (len(records) // size)
+    return [{feature.key: output for feature, output in zip(features, outputs)}
+            for outputs in batches]
 
 
 _CONFIGS: Dict[Any, List[_Feature]] = {}
@@ -174,21 +179,23 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
     return _with_composites(outputs, parsed_features)
 
 
-def parse_example_rows(serialized: Union[Sequence[bytes], np.ndarray],
-                       features: Mapping[str, Any],
-                       example_names: Union[Sequence[Any], np.ndarray, None] = None
-                       ) -> Dict[str, Any]:
-    """:func:`parse_example` for a queue's ``enqueue_many`` (``read_batch_features``): the
-    same values and errors, but a VarLenFeature's output is :class:`~queuepipe.sparse.Rows`
-    (the values, one count per record) instead of a SparseValue, whose indices the queue
-    would only check and take apart again. ``features`` hold no SparseFeature."""
-    records = serialized if isinstance(serialized, RecordChunk) else \
-        _batch_records(serialized)
+def parse_example_batches(serialized: Union[Sequence[bytes], np.ndarray],
+                          features: Mapping[str, Any], size: int) -> List[Dict[str, Any]]:
+    """:func:`parse_example` of each batch of ``size`` records of ``serialized`` (whose
+    length is a multiple of ``size``), made by one parse of all of them: what
+    ``read_batch_features`` parses the batches it draws ahead with (one call per few
+    batches, not per batch: the parse's cost per call is a wide schema's few hundred
+    outputs). A FixedLenFeature's batches are views of one array; the rest is as each
+    batch's own parse gives it, its errors too (but for the index of a record that does not
+    parse: its place in ``serialized``). ``features`` hold no SparseFeature."""
+    records = _batch_records(serialized)
     parsed_features = _example_features(features)
     if parsed_features.composite is not None:
-        raise ValueError("parse_example_rows: a SparseFeature has no Rows form")
-    return _parse_batch(records, parsed_features, _batch_names(example_names, len(records)),
-                        rows=True)
+        raise ValueError("parse_example_batches: takes no SparseFeature")
+    if size <= 0 or len(records) % size:
+        raise ValueError(f"parse_example_batches: {len(records)} records are not batches of "
+                         f"{size}")
+    return _parse_batch(records, parsed_features, None, size=size)
 
 
 def _with_composites(outputs, parsed_features):

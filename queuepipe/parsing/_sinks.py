@@ -9,7 +9,7 @@ import numpy as np
 
 from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
-from queuepipe.sparse import Rows, SparseValue, counted, segments
+from queuepipe.sparse import SparseValue, counted, segments
 
 
 class _DenseOut:
@@ -98,61 +98,59 @@ def _sink(feature, batch):
     return _DenseOut(feature, batch) if feature.kind == _FIXED else _RaggedOut(feature, batch)
 
 
-def _finish(sinks, rows=False):
-    """The outputs of the sinks of one batch, in order. The VarLenFeatures' SparseValues are
-    built together (see :func:`_sparse_values`): a wide spec pays a few NumPy calls for all
-    of them, not a few per feature. With ``rows``, a VarLenFeature's output is
-    :class:`~queuepipe.sparse.Rows` instead (see :func:`_rows`)."""
+def _finish(sinks, size=None):
+    """The outputs of the sinks of one batch, in order; with ``size``, a list of the outputs
+    of each batch of ``size`` records of it, one after the other (the batch's length a
+    multiple of ``size``), as if each had been parsed alone: a FixedLenFeature's as a view of
+    its one array, a VarLenFeature's SparseValue numbered in its own batch. The
+    VarLenFeatures' SparseValues are built together (see :func:`_sparse_values`): a wide spec
+    pays a few NumPy calls for all of them, not a few per feature."""
     outputs = [None] * len(sinks)
     sparse = [i for i, sink in enumerate(sinks)
               if type(sink) is _RaggedOut and sink.feature.kind == _VAR]
-    made = _rows if rows else _sparse_values
-    for i, value in zip(sparse, made([sinks[i] for i in sparse])):
+    for i, value in zip(sparse, _sparse_values([sinks[i] for i in sparse], size)):
         outputs[i] = value
     for i, sink in enumerate(sinks):
         if outputs[i] is None:
             outputs[i] = sink.finish()
-    return outputs
+            if size is not None:
+                outputs[i] = [outputs[i][at:at + size]
+                              for at in range(0, len(outputs[i]), size)]
+    return outputs if size is None else [list(batch) for batch in zip(*outputs)]
 
 
-def _sparse_values(sinks):
-    """The SparseValues of VarLenFeature sinks of one batch. Their indices are made at once,
-    feature after feature, in one ``[values, 2]`` array whose rows of each feature are its
-    ``indices`` (:data:`sparse_indices`); likewise the dense shapes."""
+def _sparse_values(sinks, size=None):
+    """The SparseValues of VarLenFeature sinks of one batch (with ``size``, for each feature
+    the list of those of its batches of ``size`` records). Their indices are made at once,
+    feature after feature and batch after batch, in one ``[values, 2]`` array whose rows of
+    each are its ``indices`` (:data:`sparse_indices`); likewise the dense shapes."""
     if not sinks:
         return []
-    batch = len(sinks[0].counts)
+    records = len(sinks[0].counts)
+    batch = records if size is None else size
+    parts = records // batch if batch else 0
     counts = np.concatenate([sink.counts for sink in sinks])  # feature after feature
-    by_feature = counts.reshape(len(sinks), batch)
-    totals = by_feature.sum(axis=1)
-    ends = np.cumsum(totals)
-    indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
+    by_part = counts.reshape(len(sinks), parts, batch)
+    totals = by_part.sum(axis=2)  # [features, parts]
+    ends = np.cumsum(totals).reshape(totals.shape)
+    indices = np.empty((int(ends[-1, -1]) if parts else 0, 2), dtype=np.int64)
     sparse_indices(counts, batch, indices)
-    shapes = np.empty((len(sinks), 2), dtype=np.int64)
-    shapes[:, 0] = batch
-    shapes[:, 1] = by_feature.max(axis=1) if batch else 0
+    shapes = np.empty((len(sinks), parts, 2), dtype=np.int64)
+    shapes[:, :, 0] = batch
+    shapes[:, :, 1] = by_part.max(axis=2) if batch else 0
     out = []
-    for sink, row_counts, end, total in zip(sinks, by_feature, ends.tolist(), totals.tolist()):
-        begin = end - total
-        out.append(SparseValue(indices[begin:end], sink._values(row_counts, total),
-                               shapes[len(out)]))
+    for k, (sink, row_counts) in enumerate(zip(sinks, counts.reshape(len(sinks), records))):
+        values = sink._values(row_counts, int(totals[k].sum()))
+        first = int(ends[k, 0] - totals[k, 0]) if parts else 0
+        batches = []
+        for p, end in enumerate(ends[k].tolist()):
+            begin = end - int(totals[k, p])
+            batches.append(SparseValue(indices[begin:end], values[begin - first:end - first],
+                                       shapes[k, p]))
+        out.append(batches if size is not None else
+                   batches[0] if batches else
+                   SparseValue(indices, values, np.array([0, 0], dtype=np.int64)))
     return out
-
-
-def _rows(sinks):
-    """The outputs of VarLenFeature sinks of one batch as :class:`~queuepipe.sparse.Rows`:
-    each record's values and their count, what a queue stores for a batched SparseValue,
-    without its indices (a queue would only check them and take them apart again). Each
-    row's dense shape is the batch's longest list, as a split SparseValue's rows get it."""
-    if not sinks:
-        return []
-    batch = len(sinks[0].counts)
-    counts = np.stack([sink.counts for sink in sinks])  # [features, batch]
-    totals = counts.sum(axis=1).tolist()
-    longest = counts.max(axis=1).tolist() if batch else [0] * len(sinks)
-    return [Rows(sink._values(row_counts, total), None, row_counts,
-                 np.full((batch, 1), most, dtype=np.int64))
-            for sink, row_counts, total, most in zip(sinks, counts, totals, longest)]
 
 
 def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
