@@ -293,7 +293,7 @@ class Components:
         with a fully defined shape). Raises InvalidArgumentError, naming the component, for a
         value of the other kind."""
         kind = self.kinds[i]
-        given = isinstance(value, (SparseValue, sparse.Rows))
+        given = isinstance(value, SparseValue)
         if kind is None:
             with self.lock:
                 if self.kinds[i] is None:
@@ -427,8 +427,6 @@ class Components:
                 and (value.shape[1:] if batched and value.ndim else
                      None if batched else value.shape) == declared:
             return value  # the common case, as fast as it can be: nothing to convert
-        if batched and type(value) is sparse.Rows and self.is_sparse(i, value):
-            return value  # a batch of sparse elements already apart: batch() checks it
         if (declared is None or None in declared or isinstance(value, SparseValue)) \
                 and self.is_sparse(i, value):
             what = f"Queue '{self.queue}' component {self.label(i)}"
@@ -554,17 +552,12 @@ class Components:
         if self.dtypes is None:
             self.bind(components)
         batch = [self.convert(i, v, batched=True) for i, v in enumerate(components)]
-        given = [i for i, value in enumerate(batch) if type(value) is sparse.Rows]
         lists = [i for i, value in enumerate(batch) if type(value) is SparseValue]
         if lists:
             whats = [f"Queue '{self.queue}' component {self.label(i)}" for i in lists]
             for i, rows in zip(lists, sparse.split_all([batch[i] for i in lists], whats)):
                 batch[i] = rows
-        if given:  # Rows given (read_batch_features' parse)
-            dtypes = self.known_dtypes
-            sparse.check_rows([batch[i] for i in given], [dtypes[i] for i in given],
-                              [f"Queue '{self.queue}' component {self.label(i)}" for i in given])
-        self._check_ranks([(i, batch[i].shapes.shape[1]) for i in given + lists])
+        self._check_ranks([(i, batch[i].shapes.shape[1]) for i in lists])
         sizes = {len(b) for b in batch}
         if len(sizes) > 1:
             raise InvalidArgumentError(

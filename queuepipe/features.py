@@ -426,13 +426,14 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                         state: Optional[Dict[str, Any]] = None) -> Batches:
     """Batches of parsed features from record files, in one call (``tf.contrib.learn``'s).
 
-    The whole pipeline, built from the bulk paths so that no Python runs per record: a
-    :class:`~queuepipe.plan.ReadPlan` cuts the files into chunks of up to ``read_batch_size``
-    records (each epoch in a new file order when ``randomize_input``);
-    ``num_enqueue_threads`` threads each take a chunk, parse it with one ``parse_example``
-    call and ``enqueue_many`` the parsed rows on a RandomShuffleQueue (a FIFOQueue without
-    ``randomize_input`` or with ``shuffle="global"``), whose fixed-shape columns are
-    preallocated. The consumer dequeues ``batch_size`` rows at a time.
+    The whole pipeline, built from the bulk paths so that no Python runs per record, as TF's
+    is built: a :class:`~queuepipe.plan.ReadPlan` cuts the files into chunks of up to
+    ``read_batch_size`` records (each epoch in a new file order when ``randomize_input``);
+    ``num_enqueue_threads`` threads each take a chunk and ``enqueue_many`` its serialized
+    records on a RandomShuffleQueue (a FIFOQueue without ``randomize_input`` or with
+    ``shuffle="global"``), then draw the batches of ``batch_size`` records a dequeue would
+    take next and parse them with ``parse_example`` (a few batches a call, the core's walk
+    without the GIL); the consumer picks the parsed batches up.
 
     Usage::
 
@@ -449,11 +450,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         appear later are not read), or what :func:`~queuepipe.distributed.shard_files`
         returns (its files, read by its reader).
       batch_size: the number of records per batch.
-      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (each record
-        becomes one row of the feature's queue column) or
-        :class:`~queuepipe.parsing.VarLenFeature` (each record's values are kept as one
-        SparseValue, and a batch holds them as one batched SparseValue whose dense_shape is
-        ``[rows, the batch's longest list]``, as TF gives it).
+      features: feature key -> :class:`~queuepipe.parsing.FixedLenFeature` (a batch holds
+        one row per record) or :class:`~queuepipe.parsing.VarLenFeature` (a batch holds one
+        batched SparseValue whose dense_shape is ``[rows, the batch's longest list]``, as
+        TF's parse of the batch gives it).
       reader: a zero-argument callable making a reader (a reader class, or a
         ``functools.partial`` of one with its options).
       randomize_input: shuffle the file order each epoch and the records through a
@@ -470,10 +470,9 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         take turns on the GIL and two run slower than one.
       parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
         serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
-        record, e.g. with images already decoded by ``decode_raw``. Without one, the compiled
-        core walks each chunk in the buffer it was read into, with no Python object per
-        record: the fast path (``docs/performance.md``, "Chunks in one buffer"). With one,
-        the reader cuts the records as before.
+        record, e.g. with images already decoded by ``decode_raw``; it runs on each chunk as
+        it is read (as TF's ``parse_fn`` does, before the shuffle queue), and the queue then
+        holds its rows.
       seed: makes the batches a function of the seed and the files alone, whatever the
         threads (chunks are enqueued in plan order); seeds the file orders and the shuffle.
       allow_smaller_final_batch: deliver the last, smaller batch; by default True when
@@ -517,9 +516,9 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         for key, spec in features.items():
             if not isinstance(spec, (FixedLenFeature, VarLenFeature)):
                 raise InvalidArgumentError(
-                    f"read_batch_features queues rows of a fixed shape or SparseValues: "
-                    f"feature {key!r} is a {type(spec).__name__}; use a FixedLenFeature or a "
-                    f"VarLenFeature, or a parse_fn that returns such rows")
+                    f"read_batch_features parses FixedLenFeatures and VarLenFeatures: "
+                    f"feature {key!r} is a {type(spec).__name__}; use one of those, or a "
+                    f"parse_fn that returns rows of a fixed shape or SparseValues")
 
     file_pattern, reader = _share_files(file_pattern, reader)
     files = [os.fsdecode(f) for f in match_filenames_once(file_pattern)()]

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import collections
 import operator
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence
 
 import numpy as np
 
 from queuepipe._core import core
 from queuepipe.errors import InvalidArgumentError
 
-__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "check_rows", "split", "split_all",
-           "select", "batch_size", "places", "segments", "counted", "list_indices", "is_list"]
+__all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
+           "batch_size", "places", "segments", "counted", "list_indices", "is_list"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -217,54 +217,6 @@ def stack(items: Sequence[SparseValue], dtype: np.dtype, what: str,
             inner = None
     return Rows(np.concatenate(values) if len(items) > 1 else values[0], inner, lengths,
                 np.array(shapes, dtype=np.int64).reshape(len(items), rank))
-
-
-def check_rows(batches: Sequence[Rows], dtypes: Sequence[np.dtype],
-               whats: Sequence[str]) -> None:
-    """Checks batches of sparse elements given to ``enqueue_many`` already apart
-    (``read_batch_features``' parse makes them: no indices to make, check and take apart
-    again), ``batches[i]`` of ``dtypes[i]``, to fit together as a queue stores them: values
-    of the dtype, one length per element (none negative, adding up to the values), one
-    dense shape per element, and each value's inner index unless the elements are plain
-    lists (rank 1). The lengths of batches of one size are checked together (a wide
-    schema's hundred components: a few NumPy calls, not a few each).
-
-    Raises:
-      InvalidArgumentError: one does not, naming its ``whats[i]``.
-    """
-    for rows, dtype, what in zip(batches, dtypes, whats):
-        values, inner, lengths, shapes = rows.values, rows.inner, rows.lengths, rows.shapes
-        arrays = all(type(part) is np.ndarray for part in (values, lengths, shapes))
-        n = len(lengths) if arrays and lengths.ndim == 1 else -1
-        if not (arrays and n >= 0 and values.ndim == 1 and values.dtype == dtype
-                and lengths.dtype == np.int64 and shapes.dtype == np.int64
-                and shapes.ndim == 2 and len(shapes) == n and shapes.shape[1] >= 1
-                and (inner is None and shapes.shape[1] == 1 or type(inner) is np.ndarray
-                     and inner.dtype == np.int64
-                     and inner.shape == (len(values), shapes.shape[1]))):
-            _misfit(what, dtype)
-    if not batches:
-        return
-    sizes = {len(rows.lengths) for rows in batches}
-    groups = [list(range(len(batches)))] if len(sizes) == 1 else \
-        [[i] for i in range(len(batches))]
-    for group in groups:
-        if not len(batches[group[0]].lengths):
-            continue
-        lengths = np.stack([batches[i].lengths for i in group])  # [components, n]
-        counts = np.array([len(batches[i].values) for i in group], dtype=np.int64)
-        # (no sum of n lengths of at most the count of values overflows)
-        fits = (lengths.min(axis=1) >= 0) & (lengths.max(axis=1) <= counts)
-        fits &= np.where(fits, lengths.sum(axis=1), -1) == counts
-        if not fits.all():
-            i = group[int(np.argmin(fits))]
-            _misfit(whats[i], dtypes[i])
-
-
-def _misfit(what: str, dtype: np.dtype) -> None:
-    raise InvalidArgumentError(f"{what}: Rows whose values, lengths and shapes do not fit "
-                               f"together (values of dtype {dtype}, one length per element "
-                               f"adding up to the values, one shape each)")
 
 
 def split(value: SparseValue, what: str) -> Rows:

@@ -221,9 +221,9 @@ def test_read_batch_features_names_the_record_that_does_not_parse(tmp_path):
 def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):
     with pytest.raises(NotFoundError, match=r"^read_batch_features: no file matches '.*nope"):
         read_batch_features(str(tmp_path / "nope-*.tfrecord"), 4, FEATURES)
-    with pytest.raises(InvalidArgumentError, match=r"^read_batch_features queues rows of a "
-                                                   r"fixed shape or SparseValues: feature 'tags' "
-                                                   r"is a FixedLenSequenceFeature"):
+    with pytest.raises(InvalidArgumentError, match=r"^read_batch_features parses "
+                                                   r"FixedLenFeatures and VarLenFeatures: feature "
+                                                   r"'tags' is a FixedLenSequenceFeature"):
         read_batch_features(str(tmp_path / "*"), 4, {"tags": qp.io.FixedLenSequenceFeature(
             [], qp.int64, allow_missing=True)})
 

@@ -193,46 +193,6 @@ def test_as_sparse_refuses_what_is_not_three_parts_and_keeps_arrays_that_fit():
     assert sparse.as_sparse(given, np.dtype(np.int64), "c") is given  # the queue copies
 
 
-def _rows(values, lengths, shapes, inner=None):
-    return sparse.Rows(np.array(values, dtype=np.int64), inner,
-                       np.array(lengths, dtype=np.int64), np.array(shapes, dtype=np.int64))
-
-
-@pytest.mark.parametrize("rows", [
-    _rows([1, 2], [1, 0, 0], [[2], [2], [2]]),  # lengths adding up to fewer values
-    _rows([1, 2], [3, -1], [[2], [2]]),  # a negative length
-    _rows([1, 2], [2**62] * 4 + [2], [[2]] * 5),  # lengths whose sum wraps around to 2
-    _rows([1, 2], [1, 1], [[2]]),  # one shape for two elements
-    _rows([1, 2], [1, 1], [[2, 2], [2, 2]]),  # rank 2 without inner indices
-    _rows([1, 2], [1, 1], [[2, 2], [2, 2]], inner=np.zeros((1, 2), np.int64)),
-    sparse.Rows(np.array([1.5]), None, np.array([1]), np.array([[1]])),  # not int64 values
-    sparse.Rows([1], None, np.array([1]), np.array([[1]])),  # not an array
-])
-def test_check_rows_refuses_parts_that_do_not_fit_naming_their_component(rows):
-    good = _rows([1, 2], [2, 0], [[2], [2]])  # (as many elements as most: checked together)
-    for batches in ([rows], [good, rows], [rows, good]):  # alone, and checked with others
-        with pytest.raises(InvalidArgumentError, match=r"^c1: Rows whose values, lengths and "
-                                                       r"shapes do not fit together"):
-            whats = ["c0", "c1"] if batches[0] is good else ["c1", "c0"]
-            sparse.check_rows(batches, [np.dtype(np.int64)] * 2, whats[:len(batches)])
-
-
-def test_a_queue_takes_rows_as_the_batched_sparse_value_they_split_from():
-    value = ragged([[1, 2, 3], [], [4]])
-    rows = sparse.split(value, "c")
-    sparse.check_rows([rows], [np.dtype(np.int64)], ["c"])
-    given, split_first = (qp.FIFOQueue(5, [qp.int64], shapes=[None], names=["c"])
-                          for _ in range(2))
-    given.enqueue_many({"c": rows})
-    split_first.enqueue_many({"c": value})
-    for a, b in zip(given.dequeue_many(3)["c"], split_first.dequeue_many(3)["c"]):
-        np.testing.assert_array_equal(a, b)
-    bad = _rows([1], [2, 0, 0], [[3]] * 3)
-    with pytest.raises(InvalidArgumentError, match=r"component 'c': Rows whose"):
-        given.enqueue_many({"c": bad})
-    assert given.size() == 0
-
-
 @pytest.mark.parametrize("cut", [slice(0, 2), slice(1, 3), slice(2, 2), slice(0, 4)])
 def test_rows_slice_concat_and_index_as_lists_do(cut):
     lists = [[1, 2, 3], [], [4], [5, 6]]

@@ -171,8 +171,8 @@ def sequence_of(kind: type, items: Sequence[Any]) -> Any:
 
 def _dtype_of(value: Any) -> np.dtype:
     """The queue dtype for a component: queuepipe's string dtype for bytes and str, the
-    values' dtype for a SparseValue (and a batch of them as Rows)."""
-    if isinstance(value, (SparseValue, sparse.Rows)):
+    values' dtype for a SparseValue."""
+    if isinstance(value, SparseValue):
         return _dtype_of(value.values)
     if isinstance(value, (bytes, str)):
         return _dtypes.string

@@ -12,7 +12,7 @@ from queuepipe._queue_base import wait_holding
 from queuepipe.batching._arguments import _dtype_of
 from queuepipe.errors import CancelledError, DeadlineExceededError, InvalidArgumentError
 from queuepipe.queues import FIFOQueue
-from queuepipe.sparse import Rows, SparseValue
+from queuepipe.sparse import SparseValue
 
 # Longest single wait, so that Ctrl-C reaches a waiting main thread promptly on every platform.
 _WAIT_SLICE_SECS = 0.1
@@ -86,7 +86,7 @@ class _DeferredQueue:
         shapes = []
         for i, value in enumerate(components):
             label = repr(names[i]) if names is not None else str(i)
-            if isinstance(value, (SparseValue, Rows)):  # per element, batched as a SparseValue
+            if isinstance(value, SparseValue):  # kept per element, batched as one SparseValue
                 shapes.append([None])
                 continue
             try:
