@@ -205,9 +205,9 @@ def _timed_steps():
 
 @contextlib.contextmanager
 def _timed_walk():
-    """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walks
-    (``walk_examples``, ``walk_examples_in``) within the block, added up, and whether the
-    core is loaded to be timed; the core is put back as it was after the block."""
+    """Yields ``[seconds, on]``: the thread CPU time spent in the compiled walk
+    (``walk_examples``) within the block, added up, and whether the core is loaded to be
+    timed; the core is put back as it was after the block."""
     from queuepipe import _core
 
     total = [0.0, _core.core is not None]
@@ -230,7 +230,6 @@ def _timed_walk():
             return getattr(module, name)
 
         walk_examples = timed(module.walk_examples)
-        walk_examples_in = timed(module.walk_examples_in)  # a chunk walked in its buffer
 
     _core.core = Timed()
     try:

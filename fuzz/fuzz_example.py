@@ -29,7 +29,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 import queuepipe as qp
-from queuepipe._chunks import RecordChunk
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.parsing import _example, _sequence, _walkers
 from queuepipe.parsing._sinks import _unbatch
@@ -378,17 +377,6 @@ def check_sequence(index: int, record: bytes) -> Optional[str]:
     return f"SequenceExample:\npure: {pure!r:.600}\ncore: {core!r:.600}"
 
 
-def in_one_buffer(records: List[bytes]) -> RecordChunk:
-    """``records`` as a chunk read by the core gives them: in one buffer, with bytes between
-    them (0xff: a walk that ran past its record's end would read them)."""
-    filler = b"\xff" * 3
-    buffer = filler + filler.join(records) + filler
-    lengths = np.array([len(record) for record in records], dtype=np.int64)
-    starts = len(filler) + np.concatenate(([0], np.cumsum(lengths + len(filler))[:-1])) \
-        if len(records) else np.zeros(0, np.int64)
-    return RecordChunk(buffer, starts, lengths)
-
-
 def check(spec_index: int, records: List[bytes]) -> Optional[str]:
     """None when both walkers agree on the batch, and both single-record parsers on each of
     its records; else the two outcomes that differ, in words."""
@@ -397,9 +385,6 @@ def check(spec_index: int, records: List[bytes]) -> Optional[str]:
     core = outcome(_walkers.core_walk, records, spec)
     if not same(pure, core):
         return f"pure: {pure!r:.600}\ncore: {core!r:.600}"
-    core = outcome(_walkers.core_walk, in_one_buffer(records), spec)
-    if not same(pure, core):
-        return f"pure: {pure!r:.600}\ncore, the records in one buffer: {core!r:.600}"
     for index, record in enumerate(records):
         pure = single_outcome(_walkers.pure_single, record, spec)
         core = single_outcome(_walkers.core_single, record, spec)

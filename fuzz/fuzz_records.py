@@ -90,19 +90,14 @@ def reference_frames(data: bytes):
     return records, None
 
 
-def _scan(corrupt_records: str, batch_size: int = 7, compression: str = "",
-          chunked: bool = False):
-    """What a scanner reads from the file at _PATH, batch by batch (``chunked``: by
-    ``next_chunk``, the core's chunks as one buffer): ``(records, error, skipped)``."""
+def _scan(corrupt_records: str, batch_size: int = 7, compression: str = ""):
+    """What a scanner reads from the file at _PATH, batch by batch: ``(records, error,
+    skipped)``."""
     scanner = RecordScanner(_PATH, compression, corrupt_records=corrupt_records)
     out, error = [], None
     try:
         while True:
-            if chunked:
-                offsets, chunk = scanner.next_chunk(batch_size)
-                batch = list(zip(offsets.tolist(), chunk.tolist()))
-            else:
-                batch = scanner.next_batch(batch_size)
+            batch = scanner.next_batch(batch_size)
             if not batch:
                 break
             out.extend(batch)
@@ -156,14 +151,13 @@ def core_module():
 @contextlib.contextmanager
 def _framing(core):
     """Makes the record scanner use ``core``'s framing (None: the pure path's) meanwhile."""
-    saved = records._scan_frames, records._scan_spans, records.masked_crc32c
+    saved = records._scan_frames, records.masked_crc32c
     records._scan_frames = core.scan_frames if core else None
-    records._scan_spans = core.scan_spans if core else None
     records.masked_crc32c = core.masked_crc32c if core else _frames._masked_crc32c
     try:
         yield
     finally:
-        records._scan_frames, records._scan_spans, records.masked_crc32c = saved
+        records._scan_frames, records.masked_crc32c = saved
 
 
 def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7, compression: str = ""):
@@ -191,10 +185,6 @@ def check_core_agrees(data: bytes, corrupt_records: str, batch_size: int = 7) ->
     if both is not None:
         core, pure = both
         assert core == pure, f"core and pure path disagree: {core!r} != {pure!r}"
-        with _framing(core_module()):  # the file scan_both wrote, read as chunks
-            got, error, skipped = _scan(corrupt_records, batch_size, chunked=True)
-        chunks = (got, error and (type(error), str(error), error.offset, error.path), skipped)
-        assert chunks == pure, f"core chunks and pure path disagree: {chunks!r} != {pure!r}"
 
 
 # Lengths a hostile header gives, its length checksum right: at and around 2**63 and 2**64.

@@ -594,12 +594,13 @@ class QueueBase:
         meanwhile is finished for nothing), and wakes the consumers: with a batch finish, all
         in one call (if it raises, each is marked failed)."""
         if self._batch_finish is not None and drawn:
+            together: List[Any]
             try:
-                finished = self._batch_finish([self._spec.structure(raw) for raw, _ in drawn])
+                together = self._batch_finish([self._spec.structure(raw) for raw, _ in drawn])
             except BaseException:  # the consumer draws again and meets the error itself
-                finished = [_FAILED] * len(drawn)
+                together = [_FAILED] * len(drawn)
             with self._lock:
-                for entry, batch in zip(drawn, finished):
+                for entry, batch in zip(drawn, together):
                     entry[1] = batch
                 self._not_empty.notify_all()
             return

@@ -32,21 +32,17 @@ import base64
 import binascii
 import bisect
 import collections
-import functools
 import itertools
 import logging
 import os
 import threading
 import zlib
-from typing import (Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple,
-                    Union, cast)
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentError,
                               OutOfRangeError)
-from queuepipe._chunks import RecordChunk
-from queuepipe._core import core
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe._frames import unframe_many
@@ -66,26 +62,15 @@ REFUSED = "the state is damaged or not this pipeline's"
 _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged record
 
 
-# The largest mean record (with its frame) read as one buffer. Chunks of records larger
-# than this gain nothing from one buffer (a record's bytes cost more than its Python
-# object) and lose to its copies: 100 KB records took 60-70 us of CPU each through
-# read_batch_features as chunks, 45-50 us as the reader's object arrays. The chunks'
-# bounds are the same either way: only how a chunk's records are held changes.
-_MOST_CHUNKED_BYTES = 16384
-
-
 class Chunk(NamedTuple):
     """A chunk of records: its ticket, the ordinals of its records, the serialized records
-    (an object array, or a :class:`~queuepipe._chunks.RecordChunk` where the plan gives
-    chunks and the compiled core read them in file order), their keys (None, an object
-    array, or a function that makes that array), and where to read it again. (Damaged
-    records skipped with ``corrupt_records="skip"`` have no ordinal here: they count as
-    delivered.)"""
+    (an object array), and where to read it again (their keys too:
+    :meth:`ReadPlan.keys_of`). (Damaged records skipped with ``corrupt_records="skip"`` have
+    no ordinal here: they count as delivered.)"""
 
     ticket: int
     ordinals: np.ndarray
-    values: Union[np.ndarray, RecordChunk]
-    keys: Union[None, np.ndarray, Callable[[], np.ndarray]]
+    values: np.ndarray
     where: List[int]
 
 
@@ -127,10 +112,7 @@ class ReadPlan:
       num_epochs: epochs to read, or None for no end.
       order: one of :data:`ORDERS`.
       seed: the seed of the epochs' orders.
-      keyed: give each chunk its records' keys ``b"<file>:<position>"``.
-      chunks: where the compiled core reads a TFRecord file in order, give each chunk's
-        records as one :class:`~queuepipe._chunks.RecordChunk` (for ``parse_example``, which
-        walks it in its buffer) instead of an object array of bytes.
+      keyed: the records have keys ``b"<file>:<position>"`` (:meth:`keys_of`).
 
     Raises:
       InvalidArgumentError: ``"global"`` with a file that has no ``.index`` matching it, or a
@@ -138,18 +120,12 @@ class ReadPlan:
     """
 
     def __init__(self, files: Sequence[str], make_reader: Callable[[], Any], chunk_size: int,
-                 num_epochs: Optional[int], order: str, seed: int, keyed: bool,
-                 chunks: bool = False) -> None:
+                 num_epochs: Optional[int], order: str, seed: int, keyed: bool) -> None:
         if order not in ORDERS:
             raise InvalidArgumentError(f"the order must be one of {ORDERS}, got {order!r}")
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
         self._reader = reader_of(make_reader())
-        # Asked for, a TFRecordReader (whose reading no subclass changed) with the compiled
-        # core reads chunks as one buffer each.
-        self._chunked = chunks and core is not None and \
-            isinstance(self._reader, TFRecordReader) and \
-            type(self._reader)._read_records is TFRecordReader._read_records
         self._chunk_size = chunk_size
         self._num_epochs = num_epochs
         self._order = order
@@ -247,10 +223,10 @@ class ReadPlan:
                     raise
             where = self._next_global()
             ticket, base = self._register(where, where[-1])
-        values, keys, kept = self._read_global(where)
+        values, _, kept = self._read_global(where, keyed=False)
         if len(kept) < where[-1]:  # damaged records skipped: nobody will deliver them
             self.delivered(base + np.setdiff1d(np.arange(where[-1]), kept))
-        return Chunk(ticket, base + kept, values, keys, where)
+        return Chunk(ticket, base + kept, values, where)
 
     def keys(self) -> np.ndarray:
         """The keys ``b"<file>:<offset>"`` of the next chunk of the ``"global"`` order, as an
@@ -296,10 +272,8 @@ class ReadPlan:
             if len(values):
                 where = [file, int(positions[0]), 0, len(values)]
                 ticket, base = self._register(where, len(values))
-                keys = self._chunk_keys(positions)
                 chunk = Chunk(ticket, np.arange(base, base + len(values)),
-                              values if isinstance(values, RecordChunk) else
-                              _object_array(values), keys, where)
+                              _object_array(values), where)
                 self._position, self._skip = int(positions[0]), len(values)
             if finished:
                 self._reader._stop()
@@ -308,37 +282,18 @@ class ReadPlan:
             if chunk is not None:
                 return chunk
 
-    def _chunk_keys(self, positions: Any) -> Union[None, np.ndarray, Callable[[], np.ndarray]]:
-        """The keys of the records at ``positions`` of the open file (None: not keyed): a
-        function that formats them (outside the lock, and only when asked: a parse error
-        quotes them) where the reader's keys are its file name and the positions, else
-        the keys."""
-        if not self._keyed:
-            return None
-        positions = positions.tolist() if isinstance(positions, np.ndarray) else positions
-        if type(self._reader)._keys is ReaderBase._keys:
-            return functools.partial(_keys_array, self._reader._key_prefix, positions)
-        return _object_array(self._reader._keys(positions))
-
     def _open(self, file: int) -> None:
         """Opens ``file`` at the cursor: its record at ``_position``, then ``_skip`` on."""
         self._carry = _open_at(self._reader, self._files[file], self._position, self._skip,
                                self._chunk_size)
         self._opened = True
 
-    def _read_records(self) -> Tuple[Any, Any, bool]:
-        """The next records of the open file: positions and values as lists, or (a
-        TFRecordReader with the core, nothing carried over) as an array and a
-        :class:`RecordChunk`; and whether the file is finished."""
+    def _read_records(self) -> Tuple[List[int], List[bytes], bool]:
+        """The next records of the open file: positions and values as lists, and whether the
+        file is finished."""
         if self._carry is not None:
             carried, self._carry = self._carry, None
             return carried
-        if self._chunked:
-            read = cast(TFRecordReader, self._reader)._read_chunk(self._chunk_size)
-            chunk = read[1]
-            if len(chunk) and len(chunk.buffer) > _MOST_CHUNKED_BYTES * len(chunk):
-                self._chunked = False  # large records: the reader's object arrays from now on
-            return read
         positions, values, finished = self._reader._read_records(self._chunk_size)
         return list(positions), list(values), finished
 
@@ -361,13 +316,13 @@ class ReadPlan:
             self._permutation = cached
         return cached[1]
 
-    def _read_global(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray],
-                                                      np.ndarray]:
+    def _read_global(self, where: List[int], keyed: bool
+                     ) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
         """The records at places ``[start, start + count)`` of epoch ``epoch``'s permutation,
         read by offset, file by file in offset order (kind to the page cache).
 
         Returns:
-          The records (and keys) and their places in the chunk: all of them, but for damaged
+          The records (and, ``keyed``, their keys) and their places in the chunk: all of them, but for damaged
           ones skipped (each logged and counted by the plan's reader) with
           ``corrupt_records="skip"``.
         """
@@ -396,7 +351,7 @@ class ReadPlan:
             values, kept = self._skip_damaged(reader, frames, lengths, where_is)
         places = visit[kept]  # in the chunk
         order = np.argsort(places)
-        keys = self._keys(files[kept][order], offsets[kept][order]) if self._keyed else None
+        keys = self._keys(files[kept][order], offsets[kept][order]) if keyed else None
         return values[order], keys, places[order]
 
     def _skip_damaged(self, reader: TFRecordReader, frames: List[bytes], lengths: np.ndarray,
@@ -448,7 +403,7 @@ class ReadPlan:
         own, so that it can run beside :meth:`take`), and their places in the chunk (a
         damaged record skipped has none)."""
         if self._order == "global":
-            return self._read_global(where)
+            return self._read_global(where, self._keyed)
         file, position, skip, count = where
         reader = reader_of(self._make_reader())
         positions: List[int] = []
@@ -747,11 +702,6 @@ def _pass_over(reader: ReaderBase, drop_before: Optional[int], skip: int,
             skip -= passed
         if (drop_before is None and not skip and k < len(values)) or finished:
             return positions[k:], values[k:], finished
-
-
-def _keys_array(prefix: bytes, positions: List[int]) -> np.ndarray:
-    """The keys ``b"<file>:<position>"`` as an object array."""
-    return _object_array(_format_keys(prefix, positions))
 
 
 def _pack_bits(mask: np.ndarray) -> str:

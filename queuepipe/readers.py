@@ -33,7 +33,6 @@ from typing import IO, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
-from queuepipe._chunks import RecordChunk
 from queuepipe._core import core
 from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
 from queuepipe._streams import ReadBuffer, stored_size
@@ -368,11 +367,6 @@ class TFRecordReader(ReaderBase):
 
     def _read_records(self, n: int) -> Records:
         return self._scanned(lambda scanner: scanner.next_columns(n))
-
-    def _read_chunk(self, n: int) -> Tuple[np.ndarray, RecordChunk, bool]:
-        """:meth:`_read_records` as one :class:`~queuepipe._chunks.RecordChunk` (and the
-        offsets as an int64 array), with the compiled core only."""
-        return self._scanned(lambda scanner: scanner.next_chunk(n))
 
     def _scanned(self, take: Callable[[RecordScanner], Tuple[Any, Any]]) -> Tuple[Any, Any, bool]:
         """What ``take`` reads from the current file's scanner, its skips counted, and

@@ -35,7 +35,6 @@ from queuepipe._frames import (  # noqa: F401 - frame, masked_crc32c: public her
     _FOOTER, _HEADER, _LENGTH, _MASK_DELTA, _MIN_RUN, FRAME_BYTES, HEADER_BYTES, _crc,
     _data_intact, _header_matches, _length_checks_out, _mixed_run_checks_out, _run_checks_out,
     frame, masked_crc32c)
-from queuepipe._chunks import RecordChunk
 from queuepipe._core import core
 from queuepipe._streams import CHUNK, ReadBuffer
 from queuepipe.errors import DataLossError, FailedPreconditionError
@@ -45,10 +44,8 @@ __all__ = ["TFRecordWriter", "tf_record_iterator", "TFRecordOptions", "TFRecordC
 
 logger = logging.getLogger(__name__)
 
-# The compiled core's scans of a buffer of frames (see RecordScanner._take_buffered and
-# RecordScanner.next_chunk), or None.
+# The compiled core's scan of a buffer of frames (see RecordScanner._take_buffered), or None.
 _scan_frames = core.scan_frames if core else None
-_scan_spans = core.scan_spans if core else None
 
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
@@ -612,58 +609,6 @@ class RecordScanner:
             if not values:
                 raise
         return offsets, values
-
-    def next_chunk(self, n: int) -> Tuple[np.ndarray, RecordChunk]:
-        """:meth:`next_columns` without a Python object per record, with the compiled core
-        only: the records' offsets (int64) and the records as one :class:`RecordChunk`.
-
-        Each run of intact frames in the read-ahead buffer is taken and copied out by one C
-        call without the GIL (``scan_spans``: both checksums of each); a record the run stops
-        at goes through the general path, which raises or skips its damage. The chunk's
-        buffer is those copies joined (one copy more only when there are several).
-
-        Raises:
-          DataLossError: as :meth:`next_columns`.
-        """
-        if _scan_spans is None:
-            raise RuntimeError("next_chunk needs the compiled core")
-        if self._error is not None:
-            raise self._error
-        pieces: List[Tuple[bytes, np.ndarray, np.ndarray, np.ndarray]] = []
-        count = 0
-        try:
-            while count < n:
-                b = self._in
-                frames, starts, lengths, stop, _ = _scan_spans(b.buf, b.pos, b.end, n - count)
-                if frames:
-                    at = np.frombuffer(starts, dtype=np.int64)
-                    pieces.append((frames, at + HEADER_BYTES,
-                                   np.frombuffer(lengths, dtype=np.int64), at + (b.base + b.pos)))
-                    count += len(at)
-                    b.pos = stop
-                if count >= n:
-                    break
-                record = self._next_checked()
-                if record is None:
-                    break
-                offset, data = record
-                pieces.append((data, np.zeros(1, np.int64), np.array([len(data)], np.int64),
-                               np.array([offset], np.int64)))
-                count += 1
-        except DataLossError:
-            if not count:
-                raise
-        if len(pieces) == 1:
-            buffer, starts, lengths_, offsets = pieces[0]
-            return offsets, RecordChunk(buffer, starts, lengths_)
-        sizes = np.array([0] + [len(piece[0]) for piece in pieces], dtype=np.int64)
-        shifts = np.cumsum(sizes)[:-1]
-        empty = np.zeros(0, np.int64)
-        return (np.concatenate([piece[3] for piece in pieces] + [empty]),
-                RecordChunk(b"".join([piece[0] for piece in pieces]),
-                            np.concatenate([piece[1] + shift
-                                            for piece, shift in zip(pieces, shifts)] + [empty]),
-                            np.concatenate([piece[2] for piece in pieces] + [empty])))
 
     def next_batch(self, n: int) -> List[Tuple[int, bytes]]:
         """Returns up to ``n`` records as ``(offset, data)`` pairs (see :meth:`next_columns`)."""

@@ -175,7 +175,6 @@ def test_core_and_pure_path_read_compressed_hostile_buffers_alike(rng, policy, c
 def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch):
     class Lossy:  # a core whose scan drops the last record it took
         masked_crc32c = core.masked_crc32c
-        scan_spans = core.scan_spans
 
         @staticmethod
         def scan_frames(*args):
@@ -186,37 +185,6 @@ def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch):
     data = b"".join(_frames._frame(bytes([i])) for i in range(3))
     with pytest.raises(AssertionError, match="core and pure path disagree"):
         fuzz_records.check_core_agrees(data, "raise")
-
-
-def test_the_comparison_catches_a_chunk_scan_that_loses_a_record(core, monkeypatch):
-    class Lossy:  # a core whose scan of a chunk drops the last frame it took
-        masked_crc32c = core.masked_crc32c
-        scan_frames = core.scan_frames
-
-        @staticmethod
-        def scan_spans(*args):
-            frames, starts, lengths, stop, status = core.scan_spans(*args)
-            return frames, starts[:-8], lengths[:-8], stop, status
-
-    monkeypatch.setattr(fuzz_records, "core_module", lambda: Lossy)
-    data = b"".join(_frames._frame(bytes([i])) for i in range(3))
-    with pytest.raises(AssertionError, match="core chunks and pure path disagree"):
-        fuzz_records.check_core_agrees(data, "raise")
-
-
-def test_a_chunk_scan_gives_where_each_frame_starts_and_its_data_length(core):
-    buffer = b"junk" + b"".join(_frames._frame(bytes([i]) * i) for i in range(5))
-    frames, starts, lengths, stop, status = core.scan_spans(buffer, 4, len(buffer), 3)
-    assert frames == buffer[4:4 + 16 + 17 + 18] and type(frames) is bytes
-    assert np.frombuffer(starts, np.int64).tolist() == [0, 16, 33]
-    assert np.frombuffer(lengths, np.int64).tolist() == [0, 1, 2]
-    assert (stop, status) == (4 + 16 + 17 + 18, OK)
-    assert core.scan_spans(buffer, 4, 4 + 16 + 5, 3) == (buffer[4:20], bytearray(8),
-                                                         bytearray(8), 20, SHORT_HEADER)
-    big = _frames._frame(bytes(70_000))  # copied out without the GIL
-    assert core.scan_spans(b"x" + big, 1, 1 + len(big), 1)[0] == big
-    with pytest.raises(ValueError, match=r"^scan_spans: pos 5 and end 4 must satisfy "):
-        core.scan_spans(buffer, 5, 4, 1)
 
 
 def test_a_record_longer_than_a_read_reads_alike(core):

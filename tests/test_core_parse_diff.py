@@ -145,25 +145,6 @@ def test_the_walk_sets_present_whatever_the_buffer_held():
     assert (list(back), list(present)) == ([1, 0], [0, 1])
 
 
-@pytest.mark.parametrize("start, length", [(-1, 1), (0, -1), (12, 0), (11, 2), (2**62, 2**62)])
-def test_the_walk_in_a_buffer_refuses_a_record_outside_it(start, length):
-    buffer = bytes(11)  # record 0: the empty Example at 0
-    with pytest.raises(ValueError, match=rf"^walk_examples_in: record 1 \(start {start}, "
-                                         rf"length {length}\) does not lie in the buffer of 11 "
-                                         rf"bytes$"):
-        _core.core.walk_examples_in(buffer, np.array([0, start]), np.array([0, length]),
-                                    _RAGGED_V, (None,), bytearray(2), bytearray(16),
-                                    bytearray(2))
-
-
-def test_the_walk_in_a_buffer_takes_starts_and_lengths_of_one_count():
-    with pytest.raises(ValueError, match=r"^walk_examples_in: starts \(16 bytes\) and lengths "
-                                         r"\(8 bytes\) must hold the same number of int64$"):
-        _core.core.walk_examples_in(b"", np.zeros(2, np.int64), np.zeros(1, np.int64),
-                                    _RAGGED_V, (None,), bytearray(2), bytearray(16),
-                                    bytearray(2))
-
-
 _KEYS = ["", "\x00", "k", "k\x00", "key4", "seven_7", "eight__8", "eight__8x", "eight__8y",
          "sixteen_bytes_16", "sixteen_bytes_16!", "é" * 5]
 
@@ -372,17 +353,15 @@ def test_four_threads_parse_at_once_and_every_value_is_right():
     barrier = threading.Barrier(4)
     failures = []
 
-    chunk = fz.in_one_buffer(records)  # as read_batch_features' threads walk their chunks
-
-    def parse(k):
+    def parse():
         barrier.wait()
         for _ in range(20):
-            got = fz.outcome(_walkers.core_walk, records if k % 2 else chunk, spec)
+            got = fz.outcome(_walkers.core_walk, records, spec)
             if not fz.same(got, want):
                 failures.append(got)
                 return
 
-    threads = [threading.Thread(target=parse, args=(i,), name=f"queuepipe/test/parser-{i}")
+    threads = [threading.Thread(target=parse, name=f"queuepipe/test/parser-{i}")
                for i in range(4)]
     for thread in threads:
         thread.start()

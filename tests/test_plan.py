@@ -1,15 +1,12 @@
-"""ReadPlan: chunks read as one buffer (with the compiled core) hold what the reader's object
-arrays hold, with the same keys, tickets and ordinals."""
+"""ReadPlan: its chunks hold the files' records as object arrays, with their tickets and
+ordinals, and it gives their keys."""
 
-import functools
 import os
 
 import numpy as np
 import pytest
 
 import queuepipe as qp
-from queuepipe._chunks import RecordChunk
-from queuepipe._core import core
 from queuepipe.plan import ReadPlan
 from queuepipe.shards import write_shards
 
@@ -37,33 +34,38 @@ def taken(plan):
 
 
 @pytest.mark.parametrize("order", ["sorted", "files"])
-def test_chunks_in_one_buffer_hold_the_records_and_keys_of_the_object_arrays(shards, order):
+def test_chunks_hold_the_records_of_each_file_as_object_arrays_and_give_their_keys(shards, order):
     files = sorted(os.fsdecode(path) for path in shards)
-    make = functools.partial(ReadPlan, files, qp.TFRecordReader, 16, 2, order, 7, True)
-    buffered, arrays = taken(make(chunks=True)), taken(make(chunks=False))
-    assert len(buffered) == len(arrays) == 2 * 12  # 50 records a file: 16, 16, 16, 2
-    for one, other in zip(buffered, arrays):
-        assert isinstance(one.values, RecordChunk if core is not None else np.ndarray)
-        assert isinstance(other.values, np.ndarray) and other.values.dtype == object
-        assert one.values.tolist() == other.values.tolist()
-        assert (one.ticket, one.where) == (other.ticket, other.where)
-        assert one.ordinals.tolist() == other.ordinals.tolist()
-        keys = [k() if callable(k) else k for k in (one.keys, other.keys)]
-        assert keys[0].tolist() == keys[1].tolist()
-        assert keys[0].tolist()[0] == b"%s:%d" % (files[one.where[0]].encode(), one.where[1])
+    records = [list(qp.tf_record_iterator(path)) for path in files]
+    offsets = [np.concatenate(([0], np.cumsum([16 + len(r) for r in rs])[:-1])).tolist()
+               for rs in records]
+    plan = ReadPlan(files, qp.TFRecordReader, 16, 2, order, 7, True)
+    chunks = taken(plan)
+    assert len(chunks) == 2 * 12  # 50 records a file: 16, 16, 16, 2
+    ordinal = 0
+    for ticket, chunk in enumerate(chunks):
+        file, position, skip, count = chunk.where
+        first = offsets[file].index(position)
+        assert (chunk.ticket, skip, count) == (ticket, 0, len(chunk.values))
+        assert chunk.ordinals.tolist() == list(range(ordinal, ordinal + count))
+        assert isinstance(chunk.values, np.ndarray) and chunk.values.dtype == object
+        assert chunk.values.tolist() == records[file][first:first + count]
+        # (read again: the records are not delivered)
+        assert plan.keys_of(chunk.ordinals[::-1]).tolist() == [
+            b"%s:%d" % (files[file].encode(), offset)
+            for offset in offsets[file][first:first + count]][::-1]
+        ordinal += count
 
 
-def test_a_plan_of_large_records_goes_on_with_object_arrays_after_its_first_chunk(tmp_path):
-    # records past the plan's largest mean record read as one buffer (16 KB): as chunks they
-    # cost more than as the reader's object arrays; the chunks' bounds stay as they were
-    rng = np.random.default_rng(5)
-    records = [bytes(rng.integers(0, 256, 20_000, dtype=np.uint8)) for _ in range(40)]
-    files = [os.fsdecode(path) for path in write_shards(records, tmp_path, 1, processes=1,
-                                                        progress=False, index=False)]
-    make = functools.partial(ReadPlan, files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
-    buffered, arrays = taken(make(chunks=True)), taken(make(chunks=False))
-    kinds = [type(chunk.values) for chunk in buffered]
-    assert kinds == ([RecordChunk] if core is not None else [np.ndarray]) + [np.ndarray] * 2
-    assert [(c.ticket, c.where, c.ordinals.tolist()) for c in buffered] == \
-        [(c.ticket, c.where, c.ordinals.tolist()) for c in arrays]
-    assert [r for c in buffered for r in c.values.tolist()] == records
+def test_the_keys_of_records_delivered_or_of_an_unkeyed_plan_are_none(shards):
+    files = sorted(os.fsdecode(path) for path in shards)
+    plan = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
+    first, second = plan.take(), plan.take()
+    plan.delivered(first.ordinals)  # its ticket is forgotten
+    assert plan.keys_of(first.ordinals) is None
+    assert plan.keys_of(second.ordinals[:1]).tolist() == [
+        b"%s:%d" % (files[0].encode(), second.where[1])]
+    plan.close()
+    unkeyed = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, False)
+    assert unkeyed.keys_of(unkeyed.take().ordinals) is None
+    unkeyed.close()

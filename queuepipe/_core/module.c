@@ -12,7 +12,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 11
+#define QP_ABI_VERSION 12
 
 
 static uint32_t
@@ -256,86 +256,6 @@ done:
     return result;
 }
 
-/* A bytearray of n int64 values: each of values[0:n] plus shift. */
-static PyObject *
-int64_array(const size_t *values, size_t n, size_t shift)
-{
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
-    if (out == NULL) {
-        return NULL;
-    }
-    char *dest = PyByteArray_AS_STRING(out);
-    for (size_t i = 0; i < n; i++) {
-        int64_t value = (int64_t)(values[i] + shift);
-        memcpy(dest + i * sizeof value, &value, sizeof value);
-    }
-    return out;
-}
-
-PyDoc_STRVAR(scan_spans_doc,
-"scan_spans(buffer, pos, end, max_records, /)\n--\n\n"
-"scan_frames without a Python object per record: takes the intact TFRecord frames lying\n"
-"back to back in buffer[pos:end], at most max_records, checking both checksums of each,\n"
-"and copies them out in one piece, all without the GIL.\n\n"
-"Returns (frames, starts, lengths, stop, status): the bytes of the frames taken\n"
-"(buffer[pos:stop]); bytearrays of int64, where each frame starts in them (its header; its\n"
-"data follow 12 bytes on) and its data length; then stop and status as scan_frames gives\n"
-"them.");
-
-static PyObject *
-py_scan_spans(PyObject *self, PyObject *args)
-{
-    (void)self;
-    Py_buffer buffer;
-    Py_ssize_t pos, end, max_records;
-    if (!PyArg_ParseTuple(args, "y*nnn", &buffer, &pos, &end, &max_records)) {
-        return NULL;
-    }
-    PyObject *result = NULL, *frames = NULL, *starts_out = NULL, *lengths_out = NULL;
-    size_t *starts = NULL, *lengths = NULL;
-    if (pos < 0 || pos > end || end > buffer.len || max_records < 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "scan_spans: pos %zd and end %zd must satisfy 0 <= pos <= end <= %zd, the "
-                     "buffer's length, and max_records (%zd) be >= 0", pos, end, buffer.len,
-                     max_records);
-        goto done;
-    }
-    size_t n = 0, stop = 0;
-    qp_frames_status status;
-    if (scan_unlocked(&buffer, pos, end, max_records, &starts, &lengths, &n, &stop,
-                      &status) < 0) {
-        goto done;
-    }
-    /* stop <= end - pos: the frames taken lie in the buffer. */
-    frames = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)stop);
-    starts_out = int64_array(starts, n, 0);
-    lengths_out = int64_array(lengths, n, 0);
-    if (frames == NULL || starts_out == NULL || lengths_out == NULL) {
-        goto done;
-    }
-    /* The new bytes object is ours alone until returned: filled without the GIL. */
-    char *dest = PyBytes_AS_STRING(frames);
-    const char *source = (const char *)buffer.buf + pos;
-    if (stop < QP_GIL_FREE_BYTES) {
-        memcpy(dest, source, stop);
-    }
-    else {
-        Py_BEGIN_ALLOW_THREADS
-        memcpy(dest, source, stop);
-        Py_END_ALLOW_THREADS
-    }
-    result = Py_BuildValue("OOOni", frames, starts_out, lengths_out, pos + (Py_ssize_t)stop,
-                           (int)status);
-done:
-    Py_XDECREF(frames);
-    Py_XDECREF(starts_out);
-    Py_XDECREF(lengths_out);
-    PyMem_Free(starts);
-    PyMem_Free(lengths);
-    PyBuffer_Release(&buffer);
-    return result;
-}
-
 /* Whether views[i] holds exactly one intact frame of lengths[i] bytes, for every i; stores
  * each one's data length in data_lengths. */
 static int
@@ -527,7 +447,6 @@ static PyMethodDef core_methods[] = {
     {"masked_crc32c", py_masked_crc32c, METH_O, masked_crc32c_doc},
     {"frame", py_frame, METH_O, frame_doc},
     {"scan_frames", py_scan_frames, METH_VARARGS, scan_frames_doc},
-    {"scan_spans", py_scan_spans, METH_VARARGS, scan_spans_doc},
     {"unframe", py_unframe, METH_VARARGS, unframe_doc},
     {"format_keys", py_format_keys, METH_VARARGS, format_keys_doc},
     {NULL, NULL, 0, NULL}};

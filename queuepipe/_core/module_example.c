@@ -444,61 +444,6 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(walk_examples_in_doc,
-"walk_examples_in(buffer, starts, lengths, spec, outs, present, counts, handed_back)\n"
-"-> tuple\n\n"
-"walk_examples over records lying in one bytes-like buffer, record i at\n"
-"buffer[starts[i]:starts[i] + lengths[i]] (starts and lengths: buffers of int64, each\n"
-"record checked to lie in buffer): no Python object per record.");
-
-static PyObject *
-walk_examples_in(PyObject *module, PyObject *args)
-{
-    (void)module;
-    Py_buffer buffer, starts, lengths;
-    PyObject *spec, *outs, *present, *counts, *back;
-    if (!PyArg_ParseTuple(args, "y*y*y*O!O!OOO:walk_examples_in", &buffer, &starts, &lengths,
-                          &PyTuple_Type, &spec, &PyTuple_Type, &outs, &present, &counts,
-                          &back))
-        return NULL;
-    PyObject *result = NULL;
-    qp_span *spans = NULL;
-    Py_ssize_t n_records = starts.len / (Py_ssize_t)sizeof(int64_t);
-    if (starts.len % (Py_ssize_t)sizeof(int64_t) != 0 || lengths.len != starts.len) {
-        PyErr_Format(PyExc_ValueError, "walk_examples_in: starts (%zd bytes) and lengths (%zd "
-                     "bytes) must hold the same number of int64", starts.len, lengths.len);
-        goto done;
-    }
-    spans = PyMem_Calloc((size_t)n_records + 1, sizeof(qp_span));
-    if (spans == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n_records; i++) {
-        int64_t start, length;
-        memcpy(&start, (const char *)starts.buf + i * (Py_ssize_t)sizeof start, sizeof start);
-        memcpy(&length, (const char *)lengths.buf + i * (Py_ssize_t)sizeof length,
-               sizeof length);
-        /* Compared against the buffer's length before any pointer moves. */
-        if (start < 0 || length < 0 || start > (int64_t)buffer.len
-            || length > (int64_t)buffer.len - start) {
-            PyErr_Format(PyExc_ValueError, "walk_examples_in: record %zd (start %lld, length "
-                         "%lld) does not lie in the buffer of %zd bytes", i, (long long)start,
-                         (long long)length, buffer.len);
-            goto done;
-        }
-        spans[i].data = (const uint8_t *)buffer.buf + start;
-        spans[i].len = (size_t)length;
-    }
-    result = walk_spans(spans, n_records, spec, outs, present, counts, back);
-done:
-    PyMem_Free(spans);
-    PyBuffer_Release(&buffer);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&lengths);
-    return result;
-}
-
 PyDoc_STRVAR(walk_one_doc,
 "walk_one(record, spec, forms=b'') -> tuple or None\n\n"
 "walk_examples of one serialized Example (bytes), for parse_single_example: every output\n"
@@ -952,7 +897,6 @@ done:
 
 static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
-    {"walk_examples_in", walk_examples_in, METH_VARARGS, walk_examples_in_doc},
     {"walk_one", walk_one, METH_VARARGS, walk_one_doc},
     {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
     {"join_equal", join_equal, METH_O, join_equal_doc},

@@ -7,7 +7,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from queuepipe._chunks import RecordChunk
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.parsing import _composite, _walkers
 from queuepipe.parsing._items import exact_bytes
@@ -171,9 +170,7 @@ def parse_example(serialized: Union[Sequence[bytes], np.ndarray], features: Mapp
       TypeError, ValueError: ``serialized`` or ``features`` is malformed.
     """
     del name
-    # A chunk read by the compiled core (read_batch_features) is walked in its buffer.
-    records = serialized if isinstance(serialized, RecordChunk) else \
-        _batch_records(serialized)
+    records = _batch_records(serialized)
     parsed_features = _example_features(features)
     outputs = _parse_batch(records, parsed_features, _batch_names(example_names, len(records)))
     return _with_composites(outputs, parsed_features)

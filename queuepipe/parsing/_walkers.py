@@ -32,7 +32,6 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from queuepipe import _core
-from queuepipe._chunks import RecordChunk
 from queuepipe import dtypes as _dtypes
 from queuepipe.parsing._bulk import _parse_fast
 from queuepipe.parsing._single import _SMALL_INT64, _parse_single_plain
@@ -50,10 +49,7 @@ _INT64 = np.dtype(np.int64)
 
 
 def pure_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequence[int]:
-    """The pure-Python walker: :func:`._bulk._parse_fast` (of a RecordChunk's records as
-    bytes)."""
-    if isinstance(records, RecordChunk):
-        records = records.tolist()
+    """The pure-Python walker: :func:`._bulk._parse_fast`."""
     return _parse_fast(records, features, sinks)
 
 
@@ -90,8 +86,7 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
     """The compiled walker: dense values, numbers and strings, are written straight into the
     sinks' arrays, over the defaults put there first (a record that lacks the feature keeps
     its default); ragged values come back per feature, strings in an object array the walk
-    fills, and go into the sinks in one block. A :class:`~queuepipe._chunks.RecordChunk` is
-    walked in its buffer."""
+    fills, and go into the sinks in one block."""
     n = len(records)
     for feature, sink in zip(features, sinks):
         if feature.kind == _FIXED and feature.default is not None:
@@ -102,13 +97,8 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
     present = np.empty((len(features), n), dtype=np.uint8)  # (the walk writes every cell)
     counts = np.empty((len(features), n), dtype=np.int64)  # (read for the records taken)
     handed_back = np.zeros(n, dtype=np.uint8)
-    if isinstance(records, RecordChunk):  # walked in its buffer: no object per record
-        results = _compiled().walk_examples_in(records.buffer, records.starts, records.lengths,
-                                               _core_spec(features), outs, present, counts,
-                                               handed_back)
-    else:
-        results = _compiled().walk_examples(records, _core_spec(features), outs, present,
-                                            counts, handed_back)
+    results = _compiled().walk_examples(records, _core_spec(features), outs, present, counts,
+                                        handed_back)
     taken = handed_back == 0
     everyone = bool(taken.all())
     rows = np.arange(n) if everyone else np.flatnonzero(taken)
