@@ -121,36 +121,40 @@ def _finish(sinks, size=None):
 
 def _sparse_values(sinks, size=None):
     """The SparseValues of VarLenFeature sinks of one batch (with ``size``, for each feature
-    the list of those of its batches of ``size`` records). Their indices are made at once,
-    feature after feature and batch after batch, in one ``[values, 2]`` array whose rows of
-    each are its ``indices`` (:data:`sparse_indices`); likewise the dense shapes."""
+    the list of those of its batches of ``size`` records). The indices of a batch are made
+    at once, feature after feature, in one ``[values, 2]`` array whose rows of each feature
+    are its ``indices`` (:data:`sparse_indices`): an array per batch, so that a batch's
+    SparseValues hold no other batch's indices (and a group of batches no array large
+    enough to cost fresh pages each time); likewise the dense shapes."""
     if not sinks:
         return []
     records = len(sinks[0].counts)
     batch = records if size is None else size
     parts = records // batch if batch else 0
-    counts = np.concatenate([sink.counts for sink in sinks])  # feature after feature
+    counts = np.stack([sink.counts for sink in sinks])  # [features, records]
     by_part = counts.reshape(len(sinks), parts, batch)
     totals = by_part.sum(axis=2)  # [features, parts]
-    ends = np.cumsum(totals).reshape(totals.shape)
-    indices = np.empty((int(ends[-1, -1]) if parts else 0, 2), dtype=np.int64)
-    sparse_indices(counts, batch, indices)
-    shapes = np.empty((len(sinks), parts, 2), dtype=np.int64)
+    shapes = np.empty((parts, len(sinks), 2), dtype=np.int64)
     shapes[:, :, 0] = batch
-    shapes[:, :, 1] = by_part.max(axis=2) if batch else 0
-    out = []
-    for k, (sink, row_counts) in enumerate(zip(sinks, counts.reshape(len(sinks), records))):
-        values = sink._values(row_counts, int(totals[k].sum()))
-        first = int(ends[k, 0] - totals[k, 0]) if parts else 0
-        batches = []
-        for p, end in enumerate(ends[k].tolist()):
-            begin = end - int(totals[k, p])
-            batches.append(SparseValue(indices[begin:end], values[begin - first:end - first],
-                                       shapes[k, p]))
-        out.append(batches if size is not None else
-                   batches[0] if batches else
-                   SparseValue(indices, values, np.array([0, 0], dtype=np.int64)))
-    return out
+    shapes[:, :, 1] = by_part.max(axis=2).T if batch else 0
+    values = [sink._values(row_counts, int(total))
+              for sink, row_counts, total in zip(sinks, counts, totals.sum(axis=1).tolist())]
+    firsts = np.cumsum(totals, axis=1) - totals  # [features, parts]: where a part's values begin
+    out = [[] for _ in sinks]
+    for p, part_counts in enumerate(by_part.transpose(1, 0, 2)):  # [features, batch]
+        ends = np.cumsum(totals[:, p])
+        indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
+        sparse_indices(np.ascontiguousarray(part_counts).reshape(-1), batch, indices)
+        begins = (ends - totals[:, p]).tolist()
+        for k, (begin, end, first) in enumerate(zip(begins, ends.tolist(),
+                                                    firsts[:, p].tolist())):
+            out[k].append(SparseValue(indices[begin:end],
+                                      values[k][first:first + end - begin], shapes[p, k]))
+    if size is not None:
+        return out
+    return [batches[0] if batches else
+            SparseValue(np.empty((0, 2), dtype=np.int64), value, np.zeros(2, dtype=np.int64))
+            for batches, value in zip(out, values)]
 
 
 def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
