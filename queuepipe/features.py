@@ -69,8 +69,12 @@ _SPAN_PER_HELD = 64
 
 # Batches the enqueue threads draw and finish (parse) ahead of the consumer
 # (QueueBase._draw_ahead): the consumer, the training loop, then only picks each one up, and
-# the drawing and parsing run in the threads, beside each other.
-_DRAWN_AHEAD = 4
+# the drawing and parsing run in the threads, beside each other. Two chunks' worth of the
+# default sizes (512 records, batches of 128): with 4, an enqueue often found batches of the
+# chunk before still waiting, drew fewer than its chunk brought, and the consumer drew and
+# parsed the rest itself (tokens, 120,000 records: 122-127 batches of 938 against 79, the
+# ones left when the input ends).
+_DRAWN_AHEAD = 8
 
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
 _TURN_SLICE_SECS = 0.1
