@@ -591,28 +591,30 @@ class QueueBase:
 
     def _finish_ahead(self, drawn: List[List[Any]]) -> None:
         """Finishes the batches this thread drew ahead, outside the lock (an entry put back
-        meanwhile is finished for nothing), and wakes the consumers: with a batch finish, all
-        in one call (if it raises, each is marked failed)."""
-        if self._batch_finish is not None and drawn:
-            together: List[Any]
-            try:
-                together = self._batch_finish([self._spec.structure(raw) for raw, _ in drawn])
-            except BaseException:  # the consumer draws again and meets the error itself
-                together = [_FAILED] * len(drawn)
+        meanwhile is finished for nothing), wakes the consumers, and draws and finishes more
+        while a dequeue could take them (the consumer took some meanwhile): the enqueue
+        threads, not the consumer, draw while they can. With a batch finish, the batches
+        drawn together are finished in one call (if it raises, each is marked failed)."""
+        while drawn:
+            finished: List[Any] = []
+            if self._batch_finish is not None:
+                try:
+                    finished = self._batch_finish([self._spec.structure(raw)
+                                                   for raw, _ in drawn])
+                except BaseException:  # the consumer draws again and meets the error itself
+                    finished = [_FAILED] * len(drawn)
+            else:
+                for raw, _ in drawn:
+                    try:
+                        finished.append(self._finish(raw))
+                    except BaseException:  # (as above)
+                        finished.append(_FAILED)
             with self._lock:
-                for entry, batch in zip(drawn, together):
+                for entry, batch in zip(drawn, finished):
                     entry[1] = batch
                 self._not_empty.notify_all()
-            return
-        for entry in drawn:
-            finished: Any
-            try:
-                finished = self._finish(entry[0])
-            except BaseException:  # the consumer draws again and meets the error itself
-                finished = _FAILED
-            with self._lock:
-                entry[1] = finished
-                self._not_empty.notify_all()
+                drawn = []
+                self._draw_batches_ahead(drawn)
 
     def _return_ahead(self) -> None:
         """Puts the batches drawn ahead back, newest first (a FIFO queue's oldest end up at
@@ -894,11 +896,25 @@ class QueueBase:
                         break
                 raw = chunks[0] if len(chunks) == 1 else [
                     _columns.concat(parts) for parts in zip(*chunks)]
-                batch = self._finish(raw)
+                if self._batch_finish is None:
+                    batch = self._finish(raw)
             except BaseException:
                 if chunks and got:
                     self._restore(chunks, got)
                 raise
+            if self._batch_finish is None:
+                self._dequeued += got
+                return batch
+        # A batch finish (a parse) runs without the lock, as the enqueue threads run it:
+        # they go on putting and drawing meanwhile. Should it fail (or a Ctrl-C land in it),
+        # the batch goes back.
+        try:
+            batch = self._finish(raw)
+        except BaseException:
+            with self._lock:
+                self._restore(chunks, got)
+            raise
+        with self._lock:
             self._dequeued += got
         return batch
 
