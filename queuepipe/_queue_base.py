@@ -172,6 +172,9 @@ class QueueBase:
         self._ahead: collections.deque = collections.deque()
         self._ahead_size = 0
         self._ahead_limit = 0
+        # Dequeues of another size than _ahead_size under way: nothing is drawn ahead meanwhile
+        # (they would not take it, and it would hold their elements back).
+        self._other_sizes = 0
         # What the batches handed out become instead of their components' finish, a list of
         # them at a time (see _draw_ahead).
         self._batch_finish: Optional[Callable[[List[Any]], List[Any]]] = None
@@ -555,8 +558,9 @@ class QueueBase:
         go of the GIL, do the consumer's drawing, gathering and finishing, and the consumer
         (the training loop) only picks a batch up. Batches are drawn in the same order and
         from the same elements as the consumer would draw them; they count in
-        :meth:`size` and against the capacity, and a dequeue of another size puts them
-        back first. (``batching`` sets this up for ``read_batch_features``.)
+        :meth:`size` and against the capacity; a dequeue of another size puts them back
+        first, and none is drawn while it waits. (``batching`` sets this up for
+        ``read_batch_features``.)
 
         An entry of ``_ahead`` is ``[raw, finished]``: drawn under the lock, finished
         outside it by the thread that drew it (``read_batch_features``: parsed), which
@@ -581,7 +585,8 @@ class QueueBase:
         would take one now (the queue open: min_after_dequeue stays behind), for the caller
         to finish (:meth:`_finish_ahead`). Lock held."""
         n = self._ahead_size
-        if not n or self._closed or n + self._min_after() > self._capacity:
+        if not n or self._closed or self._other_sizes \
+                or n + self._min_after() > self._capacity:
             return
         while len(self._ahead) < self._ahead_limit and \
                 self._size() - self._min_after() >= n:
@@ -780,18 +785,22 @@ class QueueBase:
         """
         with self._lock:  # the C lock itself: see _wait
             self._return_ahead()
-            started, deadline = self._deadline(timeout)
-            while True:
-                size = self._size()
-                if size > (0 if self._closed else self._min_after()):
-                    break
-                if self._closed:
-                    raise self._insufficient(1)
-                self._wait(self._not_empty, deadline, "dequeue", started,
-                           need=self._min_after() + 1)
-            values = self._take_one()
-            self._dequeued += 1
-            self._wake_producers()
+            self._other_sizes += 1
+            try:
+                started, deadline = self._deadline(timeout)
+                while True:
+                    size = self._size()
+                    if size > (0 if self._closed else self._min_after()):
+                        break
+                    if self._closed:
+                        raise self._insufficient(1)
+                    self._wait(self._not_empty, deadline, "dequeue", started,
+                               need=self._min_after() + 1)
+                values = self._take_one()
+                self._dequeued += 1
+                self._wake_producers()
+            finally:
+                self._other_sizes -= 1
         return self._spec.output_one(values)
 
     def dequeue_many(self, n: int, timeout: Optional[float] = None) -> Any:
@@ -856,8 +865,10 @@ class QueueBase:
         chunks: List[List[np.ndarray]] = []
         got = 0
         with self._lock:  # the C lock itself: see _wait
-            if n != self._ahead_size:
+            other_size = n != self._ahead_size
+            if other_size:
                 self._return_ahead()
+                self._other_sizes += 1
             started, deadline = self._deadline(timeout)
             try:
                 while got < n:
@@ -896,25 +907,16 @@ class QueueBase:
                         break
                 raw = chunks[0] if len(chunks) == 1 else [
                     _columns.concat(parts) for parts in zip(*chunks)]
-                if self._batch_finish is None:
-                    batch = self._finish(raw)
+                # (lock held, a batch finish too: a batch put back must go back before any
+                # other is drawn, for the order, and a seeded queue's, to stay what it was)
+                batch = self._finish(raw)
             except BaseException:
                 if chunks and got:
                     self._restore(chunks, got)
                 raise
-            if self._batch_finish is None:
-                self._dequeued += got
-                return batch
-        # A batch finish (a parse) runs without the lock, as the enqueue threads run it:
-        # they go on putting and drawing meanwhile. Should it fail (or a Ctrl-C land in it),
-        # the batch goes back.
-        try:
-            batch = self._finish(raw)
-        except BaseException:
-            with self._lock:
-                self._restore(chunks, got)
-            raise
-        with self._lock:
+            finally:
+                if other_size:
+                    self._other_sizes -= 1
             self._dequeued += got
         return batch
 

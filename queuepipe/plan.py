@@ -316,15 +316,15 @@ class ReadPlan:
             self._permutation = cached
         return cached[1]
 
-    def _read_global(self, where: List[int], keyed: bool
+    def _read_global(self, where: List[int], keyed: bool, counted: bool = True
                      ) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
         """The records at places ``[start, start + count)`` of epoch ``epoch``'s permutation,
         read by offset, file by file in offset order (kind to the page cache).
 
         Returns:
-          The records (and, ``keyed``, their keys) and their places in the chunk: all of them, but for damaged
-          ones skipped (each logged and counted by the plan's reader) with
-          ``corrupt_records="skip"``.
+          The records (and, ``keyed``, their keys) and their places in the chunk: all of
+          them, but for damaged ones skipped with ``corrupt_records="skip"`` (each logged and
+          counted by the plan's reader where ``counted``: not when read again for keys).
         """
         count = where[-1]
         files, offsets, lengths = self._located(where)
@@ -348,17 +348,17 @@ class ReadPlan:
             reader = self._reader  # a TFRecordReader: _load_indexes checked it
             if not isinstance(reader, TFRecordReader) or reader._corrupt_records != "skip":
                 raise
-            values, kept = self._skip_damaged(reader, frames, lengths, where_is)
+            values, kept = self._skip_damaged(reader, frames, lengths, where_is, counted)
         places = visit[kept]  # in the chunk
         order = np.argsort(places)
         keys = self._keys(files[kept][order], offsets[kept][order]) if keyed else None
         return values[order], keys, places[order]
 
     def _skip_damaged(self, reader: TFRecordReader, frames: List[bytes], lengths: np.ndarray,
-                      where_is: Callable[[int], Tuple[str, int]]) -> Tuple[np.ndarray,
-                                                                           np.ndarray]:
+                      where_is: Callable[[int], Tuple[str, int]],
+                      counted: bool) -> Tuple[np.ndarray, np.ndarray]:
         """The intact records of ``frames`` and their places, each damaged one logged and
-        counted by ``reader`` (the plan's, as it counts its own skips)."""
+        counted by ``reader`` (the plan's, as it counts its own skips) where ``counted``."""
         intact: List[bytes] = []
         kept: List[int] = []
         for i, framed in enumerate(frames):
@@ -367,9 +367,10 @@ class ReadPlan:
                                            lambda _: where_is(i))[0])
                 kept.append(i)
             except DataLossError as e:
-                _log.warning("skipping damaged data: %s", e)
-                with self._marks_lock:
-                    reader._count_skipped(1)
+                if counted:
+                    _log.warning("skipping damaged data: %s", e)
+                    with self._marks_lock:
+                        reader._count_skipped(1)
         return _object_array(intact), np.array(kept, dtype=np.int64)
 
     def _keys(self, files: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -398,12 +399,13 @@ class ReadPlan:
 
     # -- reading a chunk again ------------------------------------------------------------------
 
-    def reread(self, where: List[int]) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
+    def reread(self, where: List[int], counted: bool = True
+               ) -> Tuple[np.ndarray, Optional[np.ndarray], np.ndarray]:
         """The records (and keys) of the chunk at ``where``, read again (by a reader of its
         own, so that it can run beside :meth:`take`), and their places in the chunk (a
-        damaged record skipped has none)."""
+        damaged record skipped has none; logged and counted again where ``counted``)."""
         if self._order == "global":
-            return self._read_global(where, self._keyed)
+            return self._read_global(where, self._keyed, counted)
         file, position, skip, count = where
         reader = reader_of(self._make_reader())
         positions: List[int] = []
@@ -448,7 +450,7 @@ class ReadPlan:
                 return None
             base, where = tickets[owner]
             places = np.flatnonzero(owners == owner)
-            _, chunk_keys, kept = self.reread(where)
+            _, chunk_keys, kept = self.reread(where, counted=False)
             at = np.searchsorted(kept, ordinals[places] - base)
             if chunk_keys is None or (at >= len(kept)).any() \
                     or not np.array_equal(kept[at], ordinals[places] - base):

@@ -329,6 +329,10 @@ def test_parse_example_batches_gives_each_batchs_own_parse(golden):
     with pytest.raises(ValueError, match=r"^parse_example_batches: 4 records are not batches "
                                          r"of 3"):
         parse_example_batches(records, {"a": qp.VarLenFeature(qp.int64)}, 3)
+    with pytest.raises(ValueError, match=r"^parse_example_batches: takes FixedLenFeatures and "
+                                         r"VarLenFeatures only"):
+        parse_example_batches(records, {"a": qp.FixedLenSequenceFeature(
+            [], qp.int64, allow_missing=True)}, 2)
 
 
 def test_undecodable_record_names_its_index():

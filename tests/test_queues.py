@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import producers_and_consumers, runs_beside
+from helpers import producers_and_consumers, runs_beside, wait_until
 
 import queuepipe as qp
 from queuepipe import _queue_base, queues
@@ -679,6 +679,25 @@ def test_a_dequeue_of_another_size_puts_the_batches_drawn_ahead_back_in_order():
     assert q.dequeue_many(3).tolist() == [1, 2, 3]
     q.close()
     assert q.dequeue_up_to(20).tolist() == [4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_dequeue_of_another_size_waiting_gets_its_size_and_nothing_is_drawn_meanwhile(size):
+    # (review: the enqueue drew ahead while a dequeue of another size waited, which then
+    # handed out a drawn batch of 4 as it was, or, dequeue(), waited with 8 elements held)
+    q = _drawn_ahead(qp.FIFOQueue(20, qp.int64, shapes=[]))
+    got = []
+
+    def take():
+        got.append(q.dequeue(timeout=10) if size == 1 else q.dequeue_many(size, timeout=10))
+
+    consumer = threading.Thread(target=take)
+    consumer.start()
+    wait_until(lambda: q._needs, "the dequeue waits")
+    q.enqueue_many(np.arange(8))
+    consumer.join()
+    assert np.asarray(got[0]).tolist() == (0 if size == 1 else [0, 1, 2])
+    assert q.size() == 8 - size and q.dequeue_many(4).tolist() == list(range(size, size + 4))
 
 
 def test_a_closed_queue_hands_out_its_batches_drawn_ahead_first():

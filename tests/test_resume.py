@@ -859,3 +859,34 @@ def test_a_state_after_ctrl_c_anywhere_on_the_state_path_lists_the_batches_recei
         where = f"{code.co_name}, line {line}"
         assert Counter(received + rest) == Counter(range(150)), where
     assert fired_at >= 20  # the interrupts did land
+
+
+def test_a_record_that_does_not_parse_is_named_without_counting_damaged_ones_again(tmp_path,
+                                                                                   caplog):
+    # the global order skips damaged records (corrupt_records="skip"); naming a record that
+    # does not parse reads its chunk again, which must not log or count them a second time
+    records = [{"id": i} if i != 57 else {"id": b"bad"} for i in range(100)]
+    [path] = write_shards(records, str(tmp_path / "p"), num_shards=1, progress=False)
+    entries = qp.shards.read_index(path + ".index")
+    data = bytearray(open(path, "rb").read())
+    for k in (3, 10, 55, 56):
+        data[int(entries[k, 0]) + 14] ^= 0xFF  # a data byte: the record's checksum fails
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+    readers = []
+
+    def make_reader():
+        readers.append(qp.TFRecordReader(corrupt_records="skip"))
+        return readers[-1]
+
+    offset = int(entries[57, 0])
+    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offset}, "
+                                                   r"Key: id, Index: \d+\.  Data types"):
+        with read_batch_features([path], 4, {"id": qp.io.FixedLenFeature([], qp.int64)},
+                                 reader=make_reader, num_epochs=1, shuffle="global", seed=0,
+                                 read_batch_size=100, queue_capacity=200,
+                                 num_enqueue_threads=1) as batches:
+            for _ in batches:
+                pass
+    assert readers[0].num_records_skipped() == 4
+    assert sum("skipping damaged data" in r.getMessage() for r in caplog.records) == 4

@@ -184,11 +184,14 @@ def parse_example_batches(serialized: Union[Sequence[bytes], np.ndarray],
     batches, not per batch: the parse's cost per call is a wide schema's few hundred
     outputs). A FixedLenFeature's batches are views of one array; the rest is as each
     batch's own parse gives it, its errors too (but for the index of a record that does not
-    parse: its place in ``serialized``). ``features`` hold no SparseFeature."""
+    parse: its place in ``serialized``). ``features`` hold FixedLenFeatures and
+    VarLenFeatures only (a FixedLenSequenceFeature's batches would be padded to the longest
+    list of all of them, not of each)."""
     records = _batch_records(serialized)
     parsed_features = _example_features(features)
-    if parsed_features.composite is not None:
-        raise ValueError("parse_example_batches: takes no SparseFeature")
+    if parsed_features.composite is not None or any(f.kind == _SEQ for f in parsed_features):
+        raise ValueError("parse_example_batches: takes FixedLenFeatures and VarLenFeatures "
+                         "only")
     if size <= 0 or len(records) % size:
         raise ValueError(f"parse_example_batches: {len(records)} records are not batches of "
                          f"{size}")
