@@ -220,7 +220,7 @@ class QueueBase:
     def size(self) -> int:
         """The number of elements in the queue now."""
         with self._lock:
-            return self._size() + len(self._ahead) * self._ahead_size
+            return self._size() + self._drawn()
 
     def is_closed(self) -> bool:
         """True once :meth:`close` or :meth:`abort` was called."""
@@ -239,7 +239,7 @@ class QueueBase:
             return {
                 "enqueued": self._enqueued,
                 "dequeued": self._dequeued,
-                "size": self._size() + len(self._ahead) * self._ahead_size,
+                "size": self._size() + self._drawn(),
                 "capacity": self._capacity,
                 "consumer_wait_secs": self._consumer_wait,
                 "producer_wait_secs": self._producer_wait,
@@ -446,7 +446,12 @@ class QueueBase:
             raise CancelledError(f"Queue '{self._name}' is closed.")
 
     def _room(self) -> int:
-        return self._capacity - self._size() - len(self._ahead) * self._ahead_size
+        return self._capacity - self._size() - self._drawn()
+
+    def _drawn(self) -> int:
+        """The elements of the batches drawn ahead (see :meth:`_draw_ahead`): they count in
+        the size and against the capacity. Lock held."""
+        return len(self._ahead) * self._ahead_size
 
     def _refill_wanted(self, left: int) -> int:
         """The room an enqueue with ``left`` elements to put waits for before it puts some,

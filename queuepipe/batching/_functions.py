@@ -25,7 +25,8 @@ def _batching(producers: Sequence[Callable[[], Any]], threads_per_producer: int,
               allow_smaller_final_batch: bool = False, ordered: bool = False,
               structure: Optional[_Structure] = None,
               make_op: Optional[Callable[..., Callable[[], None]]] = None,
-              draw_ahead: int = 0, finish: Optional[Callable[[Any], Any]] = None) -> Batches:
+              draw_ahead: int = 0,
+              finish: Optional[Callable[[List[Any]], List[Any]]] = None) -> Batches:
     """What every batching function does: check, build the queue and runner, wrap.
 
     ``ordered``: the ops enqueue in a fixed order whatever the threads (read_batch_features'
