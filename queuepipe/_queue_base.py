@@ -68,6 +68,8 @@ _MAIN_THREAD_ID = threading.main_thread().ident
 
 # A batch drawn ahead whose finishing raised (see QueueBase._draw_ahead).
 _FAILED = object()
+# What a dequeue waiting for a batch drawn ahead to be finished needs (see QueueBase._wait).
+_FINISH = -1
 
 
 def wait_holding(condition: threading.Condition, lock: Any, timeout: Optional[float]) -> None:
@@ -373,7 +375,10 @@ class QueueBase:
         """Waits once on ``condition`` (lock held) and accounts for the time.
 
         A dequeue passes ``need``, the size that lets it go on; enqueues notify only once it
-        is reached (``close`` and ``abort`` always notify). Otherwise the caller is an enqueue
+        is reached (``close`` and ``abort`` always notify). A dequeue waiting for a batch
+        drawn ahead to be finished passes ``_FINISH``: enqueues do not wake it (a wake-up for
+        nothing cost it two GIL hand-overs), the finishing thread does (:meth:`_finish_ahead`),
+        and so does a batch put back (:meth:`_return_ahead`). Otherwise the caller is an enqueue
         waiting for ``room``; dequeues notify it only once that is there, or while a dequeue
         waits.
 
@@ -412,7 +417,9 @@ class QueueBase:
         if threading.current_thread() is threading.main_thread():
             remaining = (_MAIN_THREAD_WAIT_SLICE_SECS if remaining is None
                          else min(remaining, _MAIN_THREAD_WAIT_SLICE_SECS))
-        if need is not None:
+        if need == _FINISH:  # no element lets it go on: only a finish (or a close)
+            wait_holding(condition, self._lock, remaining)
+        elif need is not None:
             self._needs.append(need)
             try:
                 if self._room_needs:  # enqueues waiting for more room: put what fits now
@@ -628,10 +635,14 @@ class QueueBase:
 
     def _return_ahead(self) -> None:
         """Puts the batches drawn ahead back, newest first (a FIFO queue's oldest end up at
-        its head, in order). Lock held."""
+        its head, in order), and wakes the dequeues waiting for one to be finished. Lock
+        held."""
+        if not self._ahead:
+            return
         while self._ahead:
             raw, _ = self._ahead.pop()
             self._put_back(raw, self._ahead_size)
+        self._not_empty.notify_all()
 
     # -- grouped enqueues (batching runners) -------------------------------------------------
 
@@ -879,9 +890,8 @@ class QueueBase:
                 while got < n:
                     if self._ahead and not chunks:  # drawn ahead: the oldest, as it is
                         batch = self._ahead[0][1]
-                        if batch is None:  # still being finished
-                            self._wait(self._not_empty, deadline, op, started,
-                                       need=self._min_after() + n)
+                        if batch is None:  # still being finished: its thread wakes us
+                            self._wait(self._not_empty, deadline, op, started, need=_FINISH)
                             continue
                         if batch is _FAILED:
                             self._return_ahead()

@@ -761,6 +761,43 @@ def test_a_batch_finish_that_raises_fails_the_consumer_with_the_records_kept():
         assert q.size() == 4
 
 
+@pytest.mark.parametrize("then", ["finish", "put back"])
+def test_a_dequeue_waiting_for_a_batch_being_finished_is_woken_by_its_finish_not_by_puts(then):
+    # It registers no need for elements (an enqueue's wake-up would find the batch still
+    # unfinished: two GIL hand-overs for nothing); the finishing thread wakes it, and so does
+    # a dequeue of another size that puts the batch back.
+    started, release = threading.Event(), threading.Event()
+
+    def finish(batches):
+        if not started.is_set():  # the enqueue's: held until released
+            started.set()
+            assert release.wait(10)
+        return [batch.tolist() for batch in batches]
+
+    q = qp.FIFOQueue(20, qp.int64, shapes=[])
+    q._draw_ahead(4, 1, finish)
+    producer = threading.Thread(target=q.enqueue_many, args=(np.arange(4),))
+    producer.start()
+    assert started.wait(10)
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(q.dequeue_many(4, timeout=10)))
+    consumer.start()
+    wait_until(lambda: q._not_empty._waiters, "the dequeue waits for the finish")
+    assert q._needs == []  # (no element wakes it)
+    q.enqueue_many(np.arange(4, 8))  # more than it asks for: it goes on waiting
+    assert consumer.is_alive() and q._needs == []
+    if then == "put back":
+        assert q.dequeue() == 0  # puts the batch back and takes its head
+        consumer.join(10)
+        assert got == [[1, 2, 3, 4]]
+    release.set()
+    producer.join(10)
+    consumer.join(10)
+    if then == "finish":
+        assert got == [[0, 1, 2, 3]]
+    assert not producer.is_alive() and not consumer.is_alive()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "shuffle"])
 def test_a_snapshot_lists_the_batches_drawn_ahead_first_and_a_load_draws_them_again(kind):
     def make_queue():
