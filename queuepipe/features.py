@@ -393,14 +393,24 @@ class _Planned:
 
 
 def _default_enqueue_threads() -> int:
-    """``read_batch_features``'s default ``num_enqueue_threads``: the cores this process may
-    use when the compiled core parses (it releases the GIL for a whole chunk), else 1."""
+    """``read_batch_features``' default ``num_enqueue_threads``: when the compiled core parses
+    (it lets go of the GIL for the walk), the cores this process may use less the one the
+    consumer, the training loop, runs on, at least 1; else 1 (on the pure path two threads
+    take turns on the GIL and run slower than one).
+
+    Two enqueue threads gain over one only in the share of a record's work done without the
+    GIL: at most ``1 / (the share that holds it)``, 1.3x for tokens where it is three
+    quarters, and less the GIL's hand-overs between cores; on a 2-core host a second thread
+    beside the consumer made the pipeline slower (docs/performance.md, "Threads")."""
     if not core_available():
         return 1
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # no sched_getaffinity (macOS, Windows)
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 def _share_files(file_pattern: Any, reader: Callable[[], Any]) -> Tuple[Any, Callable[[], Any]]:
     """``shard_files``' result as its files, read by its reader (which keeps only this
     process's records where the share splits files by record); anything else as it is."""
@@ -468,10 +478,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
       reader_num_threads: kept for TF's signature: the plan reads one chunk at a time
         (reading is the cheap part; ``num_enqueue_threads`` parse in parallel, and with
         ``shuffle="global"`` read in parallel too).
-      num_enqueue_threads: threads that read, parse and enqueue. None (the default): as many
-        as the cores this process may use (``os.sched_getaffinity``) when the compiled core
-        parses, since it parses without the GIL; 1 on the pure-Python path, where threads
-        take turns on the GIL and two run slower than one.
+      num_enqueue_threads: threads that read, parse and enqueue. None (the default): the
+        cores this process may use (``os.sched_getaffinity``) less the consumer's, at least
+        1, when the compiled core parses (its walk runs without the GIL); 1 on the
+        pure-Python path, where threads take turns on the GIL and two run slower than one.
       parse_fn: replaces ``parse_example(serialized, features)``: takes the object array of
         serialized records of a chunk and returns a dict (or tuple) of arrays with one row per
         record, e.g. with images already decoded by ``decode_raw``; it runs on each chunk as

@@ -1306,12 +1306,17 @@ def test_enqueue_many_of_a_sparse_value_of_rank_below_two_names_the_component(de
                              rf"{len(dense_shape)}\)$"):
         next(batches)
 
-def test_read_batch_features_takes_a_thread_per_usable_core_when_the_core_parses(monkeypatch):
+
+def test_read_batch_features_leaves_the_consumer_a_core_when_the_core_parses(monkeypatch):
     from queuepipe import features
 
     monkeypatch.setattr(features.os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
     monkeypatch.setattr(features, "core_available", lambda: True)
-    assert features._default_enqueue_threads() == 3
+    assert features._default_enqueue_threads() == 2
+    monkeypatch.setattr(features.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert features._default_enqueue_threads() == 1
+    monkeypatch.setattr(features.os, "sched_getaffinity", lambda pid: {7}, raising=False)
+    assert features._default_enqueue_threads() == 1
     monkeypatch.setattr(features, "core_available", lambda: False)  # the GIL: one thread
     assert features._default_enqueue_threads() == 1
 
