@@ -148,8 +148,8 @@ def _sparse_values(sinks, size=None):
         begins = (ends - totals[:, p]).tolist()
         for k, (begin, end, first) in enumerate(zip(begins, ends.tolist(),
                                                     firsts[:, p].tolist())):
-            out[k].append(SparseValue(indices[begin:end],
-                                      values[k][first:first + end - begin], shapes[p, k]))
+            out[k].append(_new_sparse(SparseValue, (  # (see _sparse_1d)
+                indices[begin:end], values[k][first:first + end - begin], shapes[p, k])))
     if size is not None:
         return out
     return [batches[0] if batches else
