@@ -67,14 +67,21 @@ SERIALIZED = "__queuepipe_serialized__"
 # to stay while 64 pools' worth of records were read, about exp(-64) = 1.6e-28.
 _SPAN_PER_HELD = 64
 
-# Batches the enqueue threads draw and finish (parse) ahead of the consumer
+# Chunks' worth of batches the enqueue threads draw and finish (parse) ahead of the consumer
 # (QueueBase._draw_ahead): the consumer, the training loop, then only picks each one up, and
-# the drawing and parsing run in the threads, beside each other. Two chunks' worth of the
-# default sizes (512 records, batches of 128): with 4, an enqueue often found batches of the
-# chunk before still waiting, drew fewer than its chunk brought, and the consumer drew and
-# parsed the rest itself (tokens, 120,000 records: 122-127 batches of 938 against 79, the
-# ones left when the input ends).
-_DRAWN_AHEAD = 8
+# the drawing and parsing run in the threads, beside each other. With one chunk's worth, an
+# enqueue often found batches of the chunk before still waiting, drew fewer than its chunk
+# brought, and the consumer drew and parsed the rest itself (tokens, 120,000 records, chunks
+# of 512, batches of 128, 4 drawn ahead: 122-127 batches of 938 parsed by the consumer, 79
+# with 8). Two enqueue threads run faster than one only when each draws and parses as many
+# batches in a call as its chunk brought (tokens, chunks of 2,048: 1.2-1.4x one thread with
+# all 16 of a chunk's batches drawn in a call, none with 8: docs/performance.md).
+_CHUNKS_DRAWN_AHEAD = 2
+
+
+def _drawn_ahead(read_batch_size: int, batch_size: int) -> int:
+    """The batches drawn ahead of the consumer: two chunks' worth, at least 2."""
+    return max(2, _CHUNKS_DRAWN_AHEAD * -(-read_batch_size // batch_size))
 
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
 _TURN_SLICE_SECS = 0.1
@@ -557,7 +564,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                         seed=seed, enqueue_many=True,
                         allow_smaller_final_batch=allow_smaller_final_batch,
                         ordered=seed is not None, structure=planned.structure,
-                        make_op=planned.make_op, draw_ahead=_DRAWN_AHEAD,
+                        make_op=planned.make_op,
+                        draw_ahead=_drawn_ahead(read_batch_size, batch_size),
                         finish=planned.parse if parse_fn is None else None)
     batches._saver = planned
     batches._on_stop.append(plan.close)

@@ -1307,6 +1307,16 @@ def test_enqueue_many_of_a_sparse_value_of_rank_below_two_names_the_component(de
         next(batches)
 
 
+def test_read_batch_features_draws_two_chunks_worth_of_batches_ahead():
+    # an enqueue draws and parses all the batches its chunk brought in one call (two threads
+    # gain over one only then): two chunks' worth wait at most, at least two batches
+    from queuepipe.features import _drawn_ahead
+
+    assert _drawn_ahead(512, 128) == 8 and _drawn_ahead(2048, 128) == 32
+    assert _drawn_ahead(500, 128) == 8  # (a part batch counts)
+    assert _drawn_ahead(512, 1000) == 2 and _drawn_ahead(1, 1) == 2
+
+
 def test_read_batch_features_leaves_the_consumer_a_core_when_the_core_parses(monkeypatch):
     from queuepipe import features
 
