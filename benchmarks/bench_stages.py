@@ -4,6 +4,7 @@ usage::
 
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data [--workload tokens] [--repeat 5]
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2
+    python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2 --read-batch-size 2048
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
@@ -19,7 +20,8 @@ values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for the pure path.
 
 ``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, every
 shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--repeat`` rounds
-interleaved: its records per second (the best round), its CPU per record (the least), the
+interleaved (``--read-batch-size``: records per chunk, 512 by default, as in ``bench.py``):
+its records per second (the best round), its CPU per record (the least), the
 share of that CPU spent in the core's ``walk_examples`` calls (``walk_examples`` time is
 thread CPU time, added up over the threads), and the fastest round's thread CPU per record of
 each step: the plan's chunk read (under the plan's lock), the parse (of the batches each
@@ -93,6 +95,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1],
                     help="with --pipeline: the enqueue thread counts to measure, each "
                          "--repeat times, interleaved")
+    ap.add_argument("--read-batch-size", type=int, default=bench.BULK_CHUNK,
+                    help="records per chunk (read_up_to's; with --pipeline, qp_bulk's "
+                         "read_batch_size)")
     args = ap.parse_args(argv)
     import queuepipe as qp
 
@@ -103,10 +108,14 @@ def main(argv=None) -> int:
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder)
                    if f.endswith(".tfrecord"))[:6 if args.workload == "wide" else 2]
     specs = bench._specs(qp, args.workload)
-    with _timed_walk() as walk_seconds:
-        if args.pipeline:
-            return _pipeline(qp, folder, args, walk_seconds)
-        return _stages(qp, files, specs, args, walk_seconds)
+    chunk, bench.BULK_CHUNK = bench.BULK_CHUNK, args.read_batch_size
+    try:
+        with _timed_walk() as walk_seconds:
+            if args.pipeline:
+                return _pipeline(qp, folder, args, walk_seconds)
+            return _stages(qp, files, specs, args, walk_seconds)
+    finally:
+        bench.BULK_CHUNK = chunk
 
 
 def _stages(qp, files, specs, args, walk_seconds) -> int:

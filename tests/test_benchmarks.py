@@ -284,8 +284,10 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     steps = [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
              QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to]
     assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
-                                      "--threads", "1", "2", "--repeat", "2"]) == 0
+                                      "--threads", "1", "2", "--repeat", "2",
+                                      "--read-batch-size", "256"]) == 0
     assert _core.core is core  # the timing wrappers are taken off again
+    assert sys.modules["bench"].BULK_CHUNK == 512  # (and bench.py's chunk put back)
     assert [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
             QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to] == steps
     out = capsys.readouterr().out
@@ -347,3 +349,11 @@ def test_the_matrix_table_shows_each_rows_ratio_targets_and_a_wrong_run():
         "tfdata's (1.00x); FAIL peak memory <= 0.25x tfdata's (1.00x) |",
         "| mnist | tfdata | - | 100k/s | - | 1.00 us | 0.20 s | exact | - |",
         "| mnist | floor | - | 200k/s | - | 1.00 us | 0.20 s | floor reads only | - |"]
+
+
+def test_the_gil_benchmark_sets_two_threads_against_one_for_each_share(capsys):
+    assert load("bench_gil").main(["--shares", "0.25", "0.75", "--step-us", "50", "--steps",
+                                   "20", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| 25% \| 1\.33x \| \d+\.\d\dx \|$", out, re.M)
+    assert re.search(r"^\| 75% \| 2\.00x \| \d+\.\d\dx \|$", out, re.M)
