@@ -611,7 +611,8 @@ class QueueBase:
         meanwhile is finished for nothing), wakes the consumers, and draws and finishes more
         while a dequeue could take them (the consumer took some meanwhile): the enqueue
         threads, not the consumer, draw while they can. With a batch finish, the batches
-        drawn together are finished in one call (if it raises, each is marked failed)."""
+        drawn together are finished in one call (if it raises, each is marked failed; so are
+        those drawn before a draw that raises, which no call would finish)."""
         while drawn:
             finished: List[Any] = []
             if self._batch_finish is not None:
@@ -631,7 +632,13 @@ class QueueBase:
                     entry[1] = batch
                 self._not_empty.notify_all()
                 drawn = []
-                self._draw_batches_ahead(drawn)
+                try:
+                    self._draw_batches_ahead(drawn)
+                except BaseException:  # those drawn before: the consumer draws them again
+                    for entry in drawn:
+                        entry[1] = _FAILED
+                    self._not_empty.notify_all()
+                    raise
 
     def _return_ahead(self) -> None:
         """Puts the batches drawn ahead back, newest first (a FIFO queue's oldest end up at
