@@ -4,19 +4,21 @@ usage::
 
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data [--workload tokens] [--repeat 5]
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2
-    python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2 --read-batch-size 2048
+    python benchmarks/bench_stages.py --workload tokens --pipeline --threads 1 2 \
+        --read-batch-size 2048
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
 dequeues: with two, no batch left it and the dequeue figure timed only ``size()``) read in
-chunks of 512 (``TFRecordReader.read_up_to``), each chunk parsed by one ``parse_example``
-with ``bench.py``'s features, and the parsed chunks put through a RandomShuffleQueue of
-``bench.py``'s sizes (``enqueue_many`` of each chunk, ``dequeue_many`` of a batch while the
-queue holds more than its minimum). Printed: CPU time per record of each stage, the least
-of ``--repeat`` rounds (the host's slow spells only ever add), and where the compiled core
-parses, the part of the parse spent in its ``walk_examples`` call, whose walk runs without
-the GIL (a bound on what a second thread can run in parallel: the call also makes the string
-values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for the pure path.
+chunks of 512 (``TFRecordReader.read_up_to``; ``--read-batch-size``), each chunk parsed by
+one ``parse_example`` with ``bench.py``'s features, and the parsed chunks put through a
+RandomShuffleQueue of ``bench.py``'s sizes (``enqueue_many`` of each chunk, ``dequeue_many``
+of a batch while the queue holds more than its minimum). Printed: CPU time per record of
+each stage, the least of ``--repeat`` rounds (the host's slow spells only ever add), and
+where the compiled core parses, the part of the parse spent in its ``walk_examples`` call,
+whose walk runs without the GIL (a bound on what a second thread can run in parallel: the
+call also makes the string values' bytes objects, with the GIL); ``QUEUEPIPE_PURE=1`` for
+the pure path.
 
 ``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, every
 shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--repeat`` rounds
