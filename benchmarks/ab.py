@@ -29,10 +29,30 @@ import bench  # noqa: E402  (beside this file)
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _in_tree(tree: str) -> dict:
+    """How a child runs ``tree``'s queuepipe: with ``tree`` as its working directory (a
+    ``python -c`` child puts that first on ``sys.path``, before ``PYTHONPATH``: run from
+    another checkout, every child imported that checkout's queuepipe, whatever the tree)
+    and on ``PYTHONPATH``."""
+    tree = os.path.abspath(tree)
+    return {"env": dict(os.environ, PYTHONPATH=tree), "cwd": tree}
+
+
+def imported_from(tree: str) -> str:
+    """The folder of the queuepipe that a child run for ``tree`` imports ("" for none)."""
+    import subprocess
+
+    if not os.path.isdir(tree):
+        return ""
+    code = "import os, queuepipe; print(os.path.dirname(os.path.realpath(queuepipe.__file__)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          **_in_tree(tree))
+    return done.stdout.strip()
+
+
 def runs(tree: str, name: str, data: str, workload: str, path: str, epochs: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     argv = bench.child_argv(name, data, epochs, bench.THREADS[name], workload, path=path)
-    return bench.launch(argv, env)
+    return bench.launch(argv, **_in_tree(tree))
 
 
 def main(argv=None) -> int:
@@ -47,6 +67,11 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
+    for tree in (args.before, args.after):
+        found, wanted = imported_from(tree), os.path.realpath(os.path.join(tree, "queuepipe"))
+        if found != wanted:
+            raise SystemExit(f"ab.py: a child run for {tree} imports queuepipe from "
+                             f"{found or 'nowhere'}, not {wanted}")
     print("| path | workload | pipeline | before: rate, CPU / record | after | CPU after / "
           "before |\n|---|---|---|---|---|---|")
     for path in args.paths:

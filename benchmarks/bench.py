@@ -493,15 +493,16 @@ def parse_line(line: str) -> dict:
     return out
 
 
-def launch(argv: list, env: Optional[dict] = None) -> dict:
-    """Runs ``argv``; returns its result line parsed, with the child's peak RSS from wait4."""
+def launch(argv: list, env: Optional[dict] = None, cwd: Optional[str] = None) -> dict:
+    """Runs ``argv`` (in ``cwd``); returns its result line parsed, with the child's peak RSS
+    from wait4."""
     import subprocess
     import tempfile
 
     env = dict(os.environ if env is None else env)
     env[LAUNCH_ENV] = repr(time.time())
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        pid = subprocess.Popen(argv, stdout=out, stderr=err, env=env).pid
+        pid = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd).pid
         _, status, usage = os.wait4(pid, 0)  # the rusage of this child alone
         code = os.waitstatus_to_exitcode(status)
         out.seek(0)

@@ -181,6 +181,19 @@ def test_the_ab_benchmark_runs_each_tree_in_turn(workload, capsys):
                      r"[\d.]+ us \| [\d.]+ \|$", out, re.M), out
 
 
+def test_the_ab_benchmark_runs_the_other_trees_queuepipe(tmp_path, monkeypatch):
+    # run from this checkout (as its usage line says), a child for another tree imports that
+    # tree's queuepipe, not this one's (a `python -c` child puts its working directory first)
+    ab = load("ab")
+    other = tmp_path / "other"
+    (other / "queuepipe").mkdir(parents=True)
+    (other / "queuepipe" / "__init__.py").write_text("")
+    monkeypatch.chdir(os.path.dirname(BENCHMARKS))
+    assert ab.imported_from(str(other)) == os.path.realpath(other / "queuepipe")
+    with pytest.raises(SystemExit, match="imports queuepipe from nowhere"):
+        ab.main([str(tmp_path / "no-checkout"), "--repeat", "1"])
+
+
 @pytest.mark.parametrize("pipeline, amount, records", [
     ("per_record", 1000, 1000), ("bulk", 1000, 1000),
     ("features", 1, 600), ("features_seeded", 2, 1200)])  # these two: epochs
