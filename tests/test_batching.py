@@ -218,6 +218,51 @@ def test_read_batch_features_names_the_record_that_does_not_parse(tmp_path):
         list(batches)
 
 
+def _long_records(path, n=6, bad=None, options=None):
+    """n records of 20 KB (record ``bad`` with an id that is not an int64); their offsets."""
+    offsets, offset = [], 0
+    with qp.io.TFRecordWriter(path, options=options) as writer:
+        for i in range(n):
+            record = make_example({"id": i if i != bad else b"bad",
+                                   "blob": bytes([i]) * 20000}).SerializeToString()
+            writer.write(record)
+            offsets.append(offset)
+            offset += len(record) + 16
+    return offsets
+
+
+LONG = {"id": FixedLenFeature([], qp.int64), "blob": FixedLenFeature([], qp.string)}
+
+
+@pytest.mark.parametrize("options, parsed_first", [(None, True), ("GZIP", False)])
+def test_read_batch_features_parses_long_records_before_the_queue(tmp_path, options,
+                                                                  parsed_first):
+    # 16 KB or more on average, by the first records' headers (of an uncompressed file): the
+    # queue holds the parsed columns, not the records; the batches are the same
+    path = str(tmp_path / "long.tfrecord")
+    _long_records(path, options=options)
+    batches = read_batch_features(path, 2, LONG, num_epochs=1, read_batch_size=4, seed=0,
+                                  reader=lambda: TFRecordReader(options=options))
+    got = list(batches)
+    assert ("blob" in batches.queue.names) == parsed_first
+    ids = np.concatenate([batch["id"] for batch in got])
+    assert sorted(ids.tolist()) == list(range(6))
+    assert all(blob == bytes([i]) * 20000 for batch in got
+               for i, blob in zip(batch["id"].tolist(), batch["blob"]))
+
+
+def test_read_batch_features_names_the_long_record_that_does_not_parse(tmp_path):
+    # parsed with its chunk before the queue: named by its file and offset all the same
+    path = str(tmp_path / "long.tfrecord")
+    offsets = _long_records(path, bad=5)
+    batches = read_batch_features(path, 2, LONG, num_epochs=1, read_batch_size=4,
+                                  num_enqueue_threads=1)
+    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offsets[5]}, "
+                                                   r"Key: id, Index: 1\.  Data types don't "
+                                                   r"match"):
+        list(batches)
+
+
 def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):
     with pytest.raises(NotFoundError, match=r"^read_batch_features: no file matches '.*nope"):
         read_batch_features(str(tmp_path / "nope-*.tfrecord"), 4, FEATURES)

@@ -169,6 +169,40 @@ def test_a_seeded_resume_gives_the_rest_of_the_uninterrupted_run(shards, threads
         assert first + rest == whole, k
 
 
+@pytest.fixture
+def parsed_before(monkeypatch):
+    """Records of any length parsed a chunk at a time before the queue, as long ones are."""
+    from queuepipe import features
+
+    monkeypatch.setattr(features, "_PARSED_BEFORE_BYTES", 1)
+
+
+def test_records_parsed_before_the_queue_give_the_same_batches(shards, parsed_before):
+    # the queue holds the parsed columns, and the batches (check_tokens, in run: each row's
+    # tokens its own record's) are those of the records parsed after it
+    from queuepipe import features
+
+    with qp.Pipeline().as_default(), pipeline(shards) as batches:
+        next(batches)
+        assert "tokens" in batches.queue.names
+        assert features.SERIALIZED not in batches.queue.names
+    before, _ = run(shards)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(features, "_PARSED_BEFORE_BYTES", 1 << 40)
+        after, _ = run(shards)
+    assert before == after
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_records_parsed_before_the_queue_resume_as_the_uninterrupted_run(shards, threads,
+                                                                        parsed_before):
+    whole, _ = run(shards, threads=threads)
+    for k in (1, 17, len(whole) - 1):
+        first, state = run(shards, stop_after=k, threads=threads)
+        rest, _ = run(shards, state=state, threads=3 - threads)
+        assert first + rest == whole, k
+
+
 @pytest.mark.parametrize("threads", [1, 2, 4])
 def test_an_unseeded_resume_delivers_every_record_once(shards, threads):
     for k in (1, 9, 60):
