@@ -252,15 +252,19 @@ def test_read_batch_features_parses_long_records_before_the_queue(tmp_path, opti
 
 
 def test_read_batch_features_names_the_long_record_that_does_not_parse(tmp_path):
-    # parsed with its chunk before the queue: named by its file and offset all the same
+    # parsed with its chunk before the queue: named by its file and offset all the same (its
+    # index is its place in its chunk), after the chunk before it was delivered
     path = str(tmp_path / "long.tfrecord")
     offsets = _long_records(path, bad=5)
     batches = read_batch_features(path, 2, LONG, num_epochs=1, read_batch_size=4,
                                   num_enqueue_threads=1)
+    ids = []
     with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offsets[5]}, "
                                                    r"Key: id, Index: 1\.  Data types don't "
                                                    r"match"):
-        list(batches)
+        for batch in batches:
+            ids += batch["id"].tolist()
+    assert sorted(ids) == [0, 1, 2, 3]
 
 
 def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):
