@@ -412,11 +412,11 @@ class _Planned:
                 self._queue.enqueue_many(element)
 
 
-def _parsed_before(files: List[str], reader: Callable[[], Any]) -> bool:
+def _parsed_before(files: List[str], reader: Any) -> bool:
     """Whether ``read_batch_features`` (without a ``parse_fn``) parses each chunk before the
-    queue instead of each batch drawn from it: where the reader is an uncompressed
-    ``TFRecordReader`` and the first file's first records are ``_PARSED_BEFORE_BYTES`` long
-    or longer on average.
+    queue instead of each batch drawn from it: where ``reader`` (the plan's) is an
+    uncompressed ``TFRecordReader`` and the first file's first records are
+    ``_PARSED_BEFORE_BYTES`` long or longer on average.
 
     Long records parsed after the queue cost more CPU each: the values parsed out of the
     drawn batches (a 100 KB string each) are freed in the order the batches are consumed,
@@ -429,8 +429,8 @@ def _parsed_before(files: List[str], reader: Callable[[], Any]) -> bool:
     values in the same order; a record that does not parse is named in the error either
     way (its index then is its place in its chunk, not in its batch). The headers are only
     a hint: a damaged one picks a mode, the read itself reports the damage."""
-    made = reader()
-    if not isinstance(made, TFRecordReader) or made._compression or not files:
+    if not isinstance(reader, TFRecordReader) or reader._compression or not files \
+            or not os.path.isfile(files[0]):  # (a pipe, a remote file: not probed)
         return False
     lengths: List[int] = []
     try:
@@ -604,7 +604,7 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         1, np.uint64)[0] >> np.uint64(1))
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
                     keyed=parse_fn is None)
-    parse_before = parse_fn is None and _parsed_before(files, reader)
+    parse_before = parse_fn is None and _parsed_before(files, plan.reader)
     planned = _Planned(plan, features, parse_fn, ordered=seed is not None,
                        threads=num_enqueue_threads, capacity=queue_capacity,
                        batch_size=batch_size, parse_before=parse_before)

@@ -203,6 +203,11 @@ class ReadPlan:
 
     # -- taking chunks --------------------------------------------------------------------------
 
+    @property
+    def reader(self) -> ReaderBase:
+        """The reader the plan reads its chunks with."""
+        return self._reader
+
     def take(self) -> Chunk:
         """The next chunk; reads it (``"files"``: under the lock, ``"global"``: after it).
 
