@@ -17,7 +17,8 @@ The enqueue threads draw the batches a ``dequeue_many`` would take next and pars
 outside the queue's lock (``QueueBase._draw_ahead``), where the compiled core's walk runs
 without the GIL; the consumer, the training loop, picks each one up. With a ``parse_fn``,
 that function parses each chunk as it is read instead, and the queue holds its rows; so
-does ``parse_example`` for records of 16 KB or more (:func:`_parsed_before`).
+does ``parse_example`` for FixedLenFeatures of records of 16 KB or more
+(:func:`_parsed_before`).
 
 Each record carries its ordinal through the queue in a hidden column. The consumer side
 strips it and tells the plan which records were delivered, so that a state lists exactly
@@ -93,6 +94,15 @@ def _drawn_ahead(read_batch_size: int, batch_size: int) -> int:
 
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
 _TURN_SLICE_SECS = 0.1
+
+
+class _PartlyParsed(Exception):
+    """A chunk parsed before the queue holds a record that does not parse: ``element`` is
+    the records before it, parsed and tagged (None if none), ``error`` the error naming it."""
+
+    def __init__(self, element: Any, error: InvalidArgumentError) -> None:
+        super().__init__(str(error))
+        self.element, self.error = element, error
 
 
 class _Tagged(_Structure):
@@ -250,7 +260,7 @@ class _Planned:
         their ordinals: serialized, parsed (long records), or parsed by the ``parse_fn``."""
         if self._parse_fn is None:
             if self._parse_before:
-                return self.structure.tag(self._parse_one(values, ordinals), ordinals)
+                return self._parsed_chunk(values, ordinals)
             return self.structure.tag({SERIALIZED: values}, ordinals)
         try:
             element = self._parse_fn(values)
@@ -274,6 +284,39 @@ class _Planned:
         for batch, out in zip(batches, parsed):
             out[ORDINAL] = batch[ORDINAL]
         return parsed
+
+    def _parsed_chunk(self, values: np.ndarray, ordinals: np.ndarray) -> Any:
+        """A chunk parsed before the queue (long records), tagged.
+
+        Raises:
+          _PartlyParsed: a record does not parse; it carries the records before it, parsed,
+            for the caller to enqueue before it raises the error, which names the record by
+            its key and its place in the chunk (the chunk's other records are not read
+            again, as a batch parsed after the queue loses its own).
+        """
+        try:
+            return self.structure.tag(parse_example(values, self._features), ordinals)
+        except InvalidArgumentError:
+            pass
+        bad = 0  # the first record that does not parse alone (error path only)
+        while bad < len(values) and self._parses(values[bad:bad + 1]):
+            bad += 1
+        good = None
+        if 0 < bad < len(values):
+            good = self.structure.tag(parse_example(values[:bad], self._features),
+                                      ordinals[:bad])
+        try:
+            parsed = self._parse_one(values, ordinals)  # (again, to name the record)
+        except InvalidArgumentError as error:
+            raise _PartlyParsed(good, error) from None
+        return self.structure.tag(parsed, ordinals)
+
+    def _parses(self, records: np.ndarray) -> bool:
+        try:
+            parse_example(records, self._features)
+        except InvalidArgumentError:
+            return False
+        return True
 
     def _parse_one(self, records: np.ndarray, ordinals: np.ndarray) -> Dict[str, Any]:
         try:
@@ -299,7 +342,13 @@ class _Planned:
             self._run_turn(self._first_ticket - 1, lambda: self._put_back(*resume))
             return
         chunk = self.plan.take()
-        element = self._element(chunk.values, chunk.ordinals)
+        try:
+            element = self._element(chunk.values, chunk.ordinals)
+        except _PartlyParsed as partly:  # the records before the bad one go first
+            good = partly.element
+            if good is not None:
+                self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(good))
+            raise partly.error from None
         self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(element))
 
     def _run_turn(self, ticket: int, enqueue: Callable[[], None]) -> None:
@@ -405,7 +454,10 @@ class _Planned:
         for places, load in ((at, True), (rest, False)):
             if not len(places):
                 continue
-            element = self._element(all_values[places], all_ordinals[places])
+            try:
+                element = self._element(all_values[places], all_ordinals[places])
+            except _PartlyParsed as partly:
+                raise partly.error from None
             if load:
                 self._queue._real(element, batched=True)._load(element, order)
             else:
@@ -425,10 +477,14 @@ def _parsed_before(files: List[str], reader: Any) -> bool:
     and 62-73 us against 0.4 and 47 us; the pure path 16.1 and 100 us against 0.4 and 60;
     16 KB records: 10.0-10.6 against 8.5-8.8 us). Short and ragged records, which the
     queue holds more cheaply serialized than parsed, and whose walk runs beside the other
-    threads in the drawn batches, stay parsed after. Either way the batches hold the same
-    values in the same order; a record that does not parse is named in the error either
-    way (its index then is its place in its chunk, not in its batch). The headers are only
-    a hint: a damaged one picks a mode, the read itself reports the damage."""
+    threads in the drawn batches, stay parsed after, and so do schemas with a
+    ``VarLenFeature`` (a chunk's would give each row the chunk's longest list as its dense
+    shape). Either way the batches hold the same values in the same order while every
+    record parses. A record that does not parse is named in the error either way (its index
+    then is its place in its chunk, not in its batch); parsed before the queue, the records
+    of its chunk before it are delivered first, those after it are not (parsed after the
+    queue, the batches before its batch are delivered). The headers are only a hint: a
+    damaged one picks a mode, the read itself reports the damage."""
     if not isinstance(reader, TFRecordReader) or reader._compression or not files \
             or not os.path.isfile(files[0]):  # (a pipe, a remote file: not probed)
         return False
@@ -503,8 +559,9 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
     ``shuffle="global"``), then draw the batches of ``batch_size`` records a dequeue would
     take next and parse them with ``parse_example`` (a few batches a call, the core's walk
     without the GIL); the consumer picks the parsed batches up. Records of 16 KB or more
-    on average (an uncompressed TFRecord file's first records, by their headers) are parsed
-    a chunk at a time before the queue instead, which costs them less (the same batches).
+    on average (an uncompressed TFRecord file's first records, by their headers) of a
+    schema of FixedLenFeatures are parsed a chunk at a time before the queue instead, which
+    costs them less (the same batches).
 
     Usage::
 
@@ -604,7 +661,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         1, np.uint64)[0] >> np.uint64(1))
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
                     keyed=parse_fn is None)
-    parse_before = parse_fn is None and _parsed_before(files, plan.reader)
+    # (FixedLenFeatures only: a chunk's VarLenFeature would give each of its rows the
+    # chunk's longest list as its dense shape, where a batch parsed alone has its own)
+    parse_before = parse_fn is None and _parsed_before(files, plan.reader) and all(
+        isinstance(spec, FixedLenFeature) for spec in features.values())
     planned = _Planned(plan, features, parse_fn, ordered=seed is not None,
                        threads=num_enqueue_threads, capacity=queue_capacity,
                        batch_size=batch_size, parse_before=parse_before)

@@ -251,20 +251,38 @@ def test_read_batch_features_parses_long_records_before_the_queue(tmp_path, opti
                for i, blob in zip(batch["id"].tolist(), batch["blob"]))
 
 
-def test_read_batch_features_names_the_long_record_that_does_not_parse(tmp_path):
+@pytest.mark.parametrize("bad", [4, 6])
+def test_read_batch_features_names_the_long_record_that_does_not_parse(tmp_path, bad):
     # parsed with its chunk before the queue: named by its file and offset all the same (its
-    # index is its place in its chunk), after the chunk before it was delivered
+    # index is its place in its chunk), after every record before it was delivered
     path = str(tmp_path / "long.tfrecord")
-    offsets = _long_records(path, bad=5)
+    offsets = _long_records(path, n=8, bad=bad)
     batches = read_batch_features(path, 2, LONG, num_epochs=1, read_batch_size=4,
                                   num_enqueue_threads=1)
     ids = []
-    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offsets[5]}, "
-                                                   r"Key: id, Index: 1\.  Data types don't "
-                                                   r"match"):
+    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offsets[bad]}, "
+                                                   rf"Key: id, Index: {bad - 4}\.  Data types "
+                                                   r"don't match"):
         for batch in batches:
             ids += batch["id"].tolist()
-    assert sorted(ids) == [0, 1, 2, 3]
+    assert sorted(ids) == list(range(bad))
+    assert "blob" in batches.queue.names  # (parsed before the queue)
+
+
+def test_read_batch_features_leaves_long_records_with_a_varlen_feature_serialized(tmp_path):
+    # a chunk parsed before the queue would give its rows the chunk's longest list as their
+    # dense shape: each batch has its own
+    path = str(tmp_path / "long.tfrecord")
+    with qp.io.TFRecordWriter(path) as writer:
+        for i in range(8):
+            writer.write(make_example({"blob": bytes(20000), "tokens": list(range(
+                10 if i == 0 else 1))}).SerializeToString())
+    spec = {"blob": FixedLenFeature([], qp.string), "tokens": VarLenFeature(qp.int64)}
+    batches = read_batch_features(path, 2, spec, num_epochs=1, read_batch_size=8,
+                                  randomize_input=False)
+    shapes = [batch["tokens"].dense_shape.tolist() for batch in batches]
+    assert shapes == [[2, 10], [2, 1], [2, 1], [2, 1]]
+    assert "__queuepipe_serialized__" in batches.queue.names
 
 
 def test_read_batch_features_rejects_a_missing_pattern_and_sequence_features(tmp_path):
