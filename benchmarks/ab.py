@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
+    args.data = os.path.abspath(args.data)  # (each child runs in its tree's folder)
     for tree in (args.before, args.after):
         found, wanted = imported_from(tree), os.path.realpath(os.path.join(tree, "queuepipe"))
         if found != wanted:
