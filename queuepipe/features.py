@@ -344,11 +344,16 @@ class _Planned:
         chunk = self.plan.take()
         try:
             element = self._element(chunk.values, chunk.ordinals)
-        except _PartlyParsed as partly:  # the records before the bad one go first
-            good = partly.element
-            if good is not None:
-                self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(good))
-            raise partly.error from None
+        except _PartlyParsed as partly:
+            # In its turn, after the chunks before it: the records before the bad one, then
+            # the error (raised by whichever thread runs the turn, which fails the pipeline).
+            def enqueue_and_fail(partly: _PartlyParsed = partly) -> None:
+                if partly.element is not None:
+                    self._queue.enqueue_many(partly.element)
+                raise partly.error
+
+            self._run_turn(chunk.ticket, enqueue_and_fail)
+            return
         self._run_turn(chunk.ticket, lambda: self._queue.enqueue_many(element))
 
     def _run_turn(self, ticket: int, enqueue: Callable[[], None]) -> None:

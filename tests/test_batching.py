@@ -269,6 +269,40 @@ def test_read_batch_features_names_the_long_record_that_does_not_parse(tmp_path,
     assert "blob" in batches.queue.names  # (parsed before the queue)
 
 
+def test_a_seeded_read_of_long_records_delivers_every_record_before_a_bad_one(tmp_path,
+                                                                            monkeypatch):
+    # the chunk with the bad record raises in its turn, after the chunks before it, with the
+    # records before it in its chunk: here its thread has handed its turn over while the
+    # chunk before it (records 8 to 11) is still being parsed by the other thread
+    from queuepipe import features
+
+    path = str(tmp_path / "long.tfrecord")
+    offsets = _long_records(path, n=16, bad=13)
+    eighth = make_example({"id": 8, "blob": bytes([8]) * 20000}).SerializeToString()
+    handed, parse, run_turn = threading.Event(), features.parse_example, \
+        features._Planned._run_turn
+
+    def parse_after_the_hand_over(values, *args, **kwargs):
+        if len(values) and values[0] == eighth:
+            assert handed.wait(10)
+        return parse(values, *args, **kwargs)
+
+    def run_turn_and_tell(planned, ticket, enqueue):
+        run_turn(planned, ticket, enqueue)
+        if ticket == 3:  # (the bad record's chunk)
+            handed.set()
+
+    monkeypatch.setattr(features, "parse_example", parse_after_the_hand_over)
+    monkeypatch.setattr(features._Planned, "_run_turn", run_turn_and_tell)
+    batches = read_batch_features(path, 2, LONG, num_epochs=1, read_batch_size=4, seed=0,
+                                  num_enqueue_threads=2, randomize_input=False)
+    ids = []
+    with pytest.raises(InvalidArgumentError, match=rf"^Name: {re.escape(path)}:{offsets[13]}, "):
+        for batch in batches:
+            ids += batch["id"].tolist()
+    assert ids == list(range(13))
+
+
 def test_read_batch_features_leaves_long_records_with_a_varlen_feature_serialized(tmp_path):
     # a chunk parsed before the queue would give its rows the chunk's longest list as their
     # dense shape: each batch has its own
