@@ -530,27 +530,43 @@ class QueueBase:
         """
         batch, n = self._spec.batch(vals)
         _let_holder_finish(self._lock)
-        drawn: List[List[Any]] = []
-        try:
-            with self._lock:  # the C lock itself: see _wait
-                self._put_many(batch, n, timeout, drawn)
-        finally:
-            self._finish_ahead(drawn)
-
-    def _put_many(self, batch: List[Any], n: int, timeout: Optional[float],
-                  drawn: List[List[Any]]) -> None:
-        """enqueue_many's puts, lock held; then the batches it draws ahead, into ``drawn``
-        (not before its last put: a put waiting for room while a batch it drew is unfinished
-        would wait for a consumer waiting for that batch)."""
-        self._check_open()
         started, deadline = self._deadline(timeout)
-        done = 0
+        done, calls = 0, 0
+        while True:
+            drawn: List[List[Any]] = []
+            try:
+                with self._lock:  # the C lock itself: see _wait
+                    if not calls:  # (a close once the call began lets it finish, as in TF)
+                        self._check_open()
+                    calls += 1
+                    done = self._put_many(batch, n, done, started, deadline, drawn)
+            finally:
+                self._finish_ahead(drawn)
+            if done == n:
+                return
+
+    def _put_many(self, batch: List[Any], n: int, done: int, started: float,
+                  deadline: Optional[float], drawn: List[List[Any]]) -> int:
+        """enqueue_many's puts from element ``done`` on, lock held; returns how many of the
+        ``n`` are in. After the last put, and before waiting for room, it draws the batches a
+        dequeue would take next into ``drawn`` (see :meth:`_draw_ahead`) and returns, for the
+        caller to finish them outside the lock and call again.
+
+        A put never waits for room while a batch its thread drew is unfinished: a consumer
+        would wait for that batch, and the room for it. And a producer that waits for room
+        draws first: otherwise, with two producers waiting, the consumer drew and parsed the
+        batches itself, holding the queue's lock (tokens, 2 threads: 580 of 1,875 batches
+        parsed by the consumer, against 79 with one thread).
+        """
         while done < n:
             room = self._room()
             if self._cancelled:
                 raise CancelledError(f"Queue '{self._name}' is closed.")
             wanted = self._refill_wanted(n - done)
             if room <= 0 or (room < wanted and not self._needs):
+                self._draw_batches_ahead(drawn)
+                if drawn:
+                    return done
                 self._wait(self._not_full, deadline, "enqueue_many", started, room=wanted)
                 continue
             k = min(room, n - done)
@@ -560,6 +576,7 @@ class QueueBase:
             self._enqueued += k
             self._wake_consumers()
         self._draw_batches_ahead(drawn)
+        return done
 
     # -- batches drawn ahead (read_batch_features) ----------------------------------------
 

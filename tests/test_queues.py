@@ -741,6 +741,34 @@ def test_a_batch_finish_takes_the_batches_one_thread_drew_ahead_in_one_call():
     assert calls[1:] == [[[8, 9]]]
 
 
+def test_an_enqueue_waiting_for_room_first_finishes_the_batches_a_dequeue_would_take():
+    # Its thread draws and finishes them before it waits, so that the consumer picks them up
+    # instead of parsing them itself, under the queue's lock (with two read_batch_features
+    # threads waiting for room, the consumer parsed a third of the batches).
+    finished_by = []
+
+    def finish(batches):
+        finished_by.extend([threading.current_thread().name] * len(batches))
+        return [batch.tolist() for batch in batches]
+
+    q = qp.FIFOQueue(8, qp.int64, shapes=[])
+    q._draw_ahead(4, 1, finish)
+    producer = threading.Thread(target=q.enqueue_many, args=(np.arange(12),), name="producer")
+    producer.start()
+    try:
+        wait_until(lambda: q._room_needs, "the enqueue waits for room")
+        assert finished_by == ["producer"]  # [0, 1, 2, 3], before it waited
+        assert q.dequeue_many(4) == [0, 1, 2, 3]  # picked up: room for the rest
+    except BaseException:
+        q.close(cancel_pending_enqueues=True)  # (its enqueue ends, with CancelledError)
+        raise
+    finally:
+        producer.join(timeout=10)
+    assert not producer.is_alive()
+    assert [q.dequeue_many(4), q.dequeue_many(4)] == [[4, 5, 6, 7], [8, 9, 10, 11]]
+    assert q.size() == 0
+
+
 def test_a_batch_finish_that_raises_fails_the_consumer_with_the_records_kept():
     # a group drawn ahead that raises is drawn again by the consumer, a batch at a time: the
     # good batch comes out, the bad one raises its own error and stays in the queue
