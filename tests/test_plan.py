@@ -69,3 +69,22 @@ def test_the_keys_of_records_delivered_or_of_an_unkeyed_plan_are_none(shards):
     unkeyed = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, False)
     assert unkeyed.keys_of(unkeyed.take().ordinals) is None
     unkeyed.close()
+
+
+def test_chunks_are_forgotten_once_the_oldest_and_those_after_it_are_all_delivered(shards):
+    # A batch without a record of the oldest open chunk forgets nothing (delivered checks
+    # the oldest only then); the one that delivers its last record forgets it and every
+    # chunk after it that was delivered meanwhile.
+    files = sorted(os.fsdecode(path) for path in shards)
+    plan = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
+    first, second, third = plan.take(), plan.take(), plan.take()
+    plan.delivered(first.ordinals[1:])
+    plan.delivered(second.ordinals)
+    assert [base for base, _ in plan._tickets] == [0, 16, 32]
+    plan.delivered(first.ordinals[:1])
+    assert [base for base, _ in plan._tickets] == [32] and plan._low == 32
+    plan.delivered(np.concatenate([first.ordinals, third.ordinals[:-1]]))  # (again: no-op)
+    assert plan.keys_of(third.ordinals[-1:]) is not None
+    state = plan.state()
+    assert [entry[0] for entry in state["open"]] == [32]
+    plan.close()
