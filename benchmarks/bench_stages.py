@@ -29,7 +29,10 @@ thread CPU time, added up over the threads), and the fastest round's thread CPU 
 each step: the plan's chunk read (under the plan's lock), the parse (of the batches each
 ``enqueue_many`` draws ahead, outside the queue's lock; mnist's ``parse_fn`` parses each chunk
 before it), ``enqueue_many`` without that parse (under the queue's lock, with the draws) and
-the consumer's dequeue: what a second thread can run beside the first, and what it cannot.
+the consumer's dequeue: what a second thread can run beside the first, and what it cannot;
+then the consumer's thread CPU per record in all (the training loop's thread: its dequeues,
+and the batches it parses itself), and the share of the wall time each enqueue thread was on
+a core (its CPU time over the wall time): what is left of it waited, for room or the GIL.
 """
 
 from __future__ import annotations
@@ -151,11 +154,17 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
     for _ in range(args.repeat):
         for threads in args.threads:  # interleaved: a slow spell of the host hits every count
             walked = walk_seconds[0]
-            with _timed_steps() as steps:
+            with _timed_steps() as steps, _runner_cpu() as runners:
                 start, wall = time.process_time(), time.perf_counter()
+                consumer = time.thread_time()
                 records = sum(len(batch["label"]) for batch in
                               bench.pipeline_bulk(qp, files, 2, threads, args.workload, None))
-                rounds[threads].append((time.perf_counter() - wall, time.process_time() - start,
+                consumer = time.thread_time() - consumer
+                wall = time.perf_counter() - wall
+                steps["(consumer thread)"] = consumer
+                steps["(enqueue threads, busy)"] = sum(runners) / len(runners) / wall \
+                    if runners else 0.0
+                rounds[threads].append((wall, time.process_time() - start,
                                         walk_seconds[0] - walked, records, dict(steps)))
     for threads, measured in rounds.items():
         wall, cpu, walk, records, steps = min(measured, key=lambda m: m[0])  # the fastest
@@ -167,8 +176,11 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
                  if walk_seconds[1] else "")
               + "; thread CPU per record of the fastest round: "
               + ", ".join(f"{name} {seconds / records * 1e6:.2f} us"
-                          for name, seconds in steps.items())
-              + (f" (the walk {walk / records * 1e6:.2f} us)" if walk_seconds[1] else ""))
+                          for name, seconds in steps.items() if not name.startswith("("))
+              + (f" (the walk {walk / records * 1e6:.2f} us)" if walk_seconds[1] else "")
+              + f"; the consumer's thread in all {steps['(consumer thread)'] / records * 1e6:.2f}"
+              f" us; each enqueue thread busy (its CPU) "
+              f"{steps['(enqueue threads, busy)']:.0%} of the wall time")
     return 0
 
 
@@ -212,6 +224,28 @@ def _timed_steps():
     finally:
         for owner, name, original in originals:
             setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def _runner_cpu():
+    """Yields a list: the thread CPU time of each enqueue thread that ended within the block
+    (a QueueRunner's thread, from its start to its end)."""
+    from queuepipe import runner
+
+    ended = []
+    original = runner.QueueRunner.__dict__["_run"]
+
+    def timed_run(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            ended.append(time.thread_time())
+
+    runner.QueueRunner._run = timed_run
+    try:
+        yield ended
+    finally:
+        runner.QueueRunner._run = original
 
 
 @contextlib.contextmanager
