@@ -295,17 +295,20 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
 
     from queuepipe import features, plan
     from queuepipe._queue_base import QueueBase
+    from queuepipe.runner import QueueRunner
 
     core = _core.core
     steps = [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
-             QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to]
+             QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to,
+             QueueRunner._run]
     assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
                                       "--threads", "1", "2", "--repeat", "2",
                                       "--read-batch-size", "256"]) == 0
     assert _core.core is core  # the timing wrappers are taken off again
     assert sys.modules["bench"].BULK_CHUNK == 512  # (and bench.py's chunk put back)
     assert [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
-            QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to] == steps
+            QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to,
+            QueueRunner._run] == steps
     out = capsys.readouterr().out
     on = _walkers.core_available()
     share = r", \d+% of it in the core's walk_examples" if on else ""
@@ -315,8 +318,11 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
                          r"records: \d+k records/s \(best of 2; all: \d+k/\d+k\), [\d.]+ us "
                          rf"of CPU per record{share}; thread CPU per record of the fastest "
                          r"round: chunk read [\d.]+ us, parse [\d.]+ us, enqueue_many [\d.]+ "
-                         rf"us, consumer's dequeue [\d.]+ us{walk}$", out, re.M), out
+                         rf"us, consumer's dequeue [\d.]+ us{walk}; the consumer's thread in "
+                         r"all [\d.]+ us; each enqueue thread busy \(its CPU\) \d+% of the wall "
+                         r"time$", out, re.M), out
     assert not re.search(r"chunk read 0\.00 us, parse 0\.00", out), out  # (steps timed)
+    assert not re.search(r"busy \(its CPU\) 0% ", out), out  # (the runners' threads timed)
 
 
 def test_the_sequence_benchmark_times_each_path(capsys):
