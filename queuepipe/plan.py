@@ -158,6 +158,7 @@ class ReadPlan:
         self._tickets: Deque[Tuple[int, List[int]]] = collections.deque()
         self._low = 0
         self._left = np.zeros(0, dtype=bool)
+        self._forget_due = False  # a batch held a record of the oldest ticket: see delivered
         if order == "global":
             self._offsets, self._lengths, self._first = self._load_indexes()
 
@@ -488,11 +489,15 @@ class ReadPlan:
             least = _least(places)
             if least < 0:  # (delivered again: forgotten since)
                 places = places[places >= 0]
-            self._left[places] = False
             if self._tickets:
                 base, where = self._tickets[0]
                 if least < base - self._low + where[-1]:
-                    self._forget_delivered()
+                    # (set first: a call cut short after the marks leaves the search to
+                    # the next call, whoever makes it)
+                    self._forget_due = True
+            self._left[places] = False
+            if self._forget_due:
+                self._forget_delivered()
 
     def _forget_delivered(self) -> None:
         """Forgets the oldest tickets whose records are all delivered. Marks lock held."""
@@ -505,6 +510,7 @@ class ReadPlan:
         if forgotten:
             tickets = collections.deque(itertools.islice(self._tickets, forgotten, None))
             self._tickets, self._left, self._low = tickets, left[end:], low + end
+        self._forget_due = False
 
     def state(self) -> Dict[str, Any]:
         """Where the plan is, and every open ticket with the records it has not delivered."""
