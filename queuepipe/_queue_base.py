@@ -531,14 +531,14 @@ class QueueBase:
         batch, n = self._spec.batch(vals)
         _let_holder_finish(self._lock)
         started, deadline = self._deadline(timeout)
-        done, calls = 0, 0
+        done, checked = 0, False
         while True:
             drawn: List[List[Any]] = []
             try:
                 with self._lock:  # the C lock itself: see _wait
-                    if not calls:  # (a close once the call began lets it finish, as in TF)
+                    if not checked:  # (a close once the call began lets it finish, as in TF)
                         self._check_open()
-                    calls += 1
+                        checked = True
                     done = self._put_many(batch, n, done, started, deadline, drawn)
             finally:
                 self._finish_ahead(drawn)
