@@ -43,8 +43,11 @@ from queuepipe.sparse import SparseValue
 __all__ = ["DenseColumn", "DenseColumns", "DenseMember", "ObjectColumn", "PaddedColumn",
            "SparseColumns", "SparseColumn", "concat"]
 
-# The largest copy into a column that keeps the GIL (see _assign).
-_KEEP_GIL_BYTES = 1 << 16
+# The largest copy in or out of a column that keeps the GIL (see _assign and _taken_rows; the
+# core's column functions keep it as far, QP_GIL_FREE_COLUMN_BYTES): 128 KiB, a batch of 128
+# rows of 784 bytes. A queue copies holding its lock, which a thread handed the GIL meanwhile
+# would block on.
+_KEEP_GIL_BYTES = 1 << 17
 
 # The fewest values a sparse column's arena holds once it holds any.
 _MIN_ARENA = 4096
@@ -113,6 +116,8 @@ def _get_rows(table: np.ndarray, index: Any) -> np.ndarray:
         items = _as_items(taken, len(taken))
         return taken.copy() if items is None else \
             items.copy().view(table.dtype).reshape(taken.shape)
+    if core is not None and _numbers(table):
+        return _taken_rows(table, index)
     items = _as_items(table, len(index))
     if items is None:
         return table.take(index, axis=0)
@@ -253,6 +258,30 @@ def _gathered(arena: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     return out
 
 
+def _taken_rows(table: np.ndarray, index: Any) -> np.ndarray:
+    """``table[index]`` for an index array, by the core's ``gather_segments`` (segments of
+    one row): a copy per row, keeping the GIL up to ``QP_GIL_FREE_COLUMN_BYTES`` (128 KiB),
+    where NumPy's ``take`` lets go of it and fancy indexing by raw items runs at half its
+    speed. A queue gathers its batches holding its lock: a thread handed the GIL meanwhile
+    that puts or takes blocks on the lock and hands it back."""
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    return _gathered(table, index, _ones(len(index)), len(index))
+
+
+_ONES = np.ones(0, dtype=np.int64)
+
+
+def _ones(n: int) -> np.ndarray:
+    """``n`` int64 ones, a read-only view of one array shared by all callers."""
+    global _ONES
+    ones = _ONES
+    if len(ones) < n:
+        ones = np.ones(max(n, 2 * len(ones)), dtype=np.int64)
+        ones.flags.writeable = False
+        _ONES = ones
+    return ones[:n]
+
+
 class DenseColumn:
     """A component of fully defined shape: row ``r`` of a ``(rows, *shape)`` array."""
 
@@ -283,6 +312,8 @@ class DenseColumn:
             return self.data[index].copy()
         if self.data.ndim == 1:  # scalars: NumPy's take lets go of the GIL, indexing not
             return self.data[index]
+        if core is not None and _numbers(self.data):
+            return _taken_rows(self.data, index)
         rows = _as_items(self.data, len(index))
         if rows is not None:
             return rows[index].view(self.data.dtype).reshape((len(index),) + self.data.shape[1:])

@@ -610,3 +610,44 @@ def test_the_column_functions_take_numpy_arrays_of_numbers_only(compact, arena, 
                                          r"C-contiguous array of numbers|starts must be a "
                                          r"C-contiguous array of int64)$"):
         compact(arena, starts, np.array([1]))
+
+
+@pytest.mark.skipif(_columns.core is None, reason="on the pure path NumPy's take gathers "
+                    "rows, which lets go of the GIL")
+def test_moving_a_batch_of_image_rows_keeps_the_gil():
+    # A batch of 128 rows of 784 bytes (98 KiB) put and taken by an index array (the slots
+    # of a shuffle or priority queue): NumPy's take and 2-D fancy indexing let go of the GIL,
+    # and a runner thread given it then blocked on the queue's lock. The core's gather and
+    # a scatter by raw items keep it up to 128 KiB.
+    q = qp.PriorityQueue(1024, [qp.uint8], shapes=[[784]])
+    rows = np.random.default_rng(0).integers(0, 256, (512, 784), dtype=np.uint8)
+    q.enqueue_many((np.arange(128), rows[:128]))
+    taken = []
+
+    def move_batches():
+        for i in range(1, 4):
+            q.enqueue_many((np.arange(128 * i, 128 * (i + 1)), rows[128 * i:128 * (i + 1)]))
+            taken.append(q.dequeue_many(128))
+
+    overlapped = runs_beside(move_batches)
+    assert overlapped == [False] * 5, overlapped
+    got = np.concatenate([batch[1] for batch in taken])
+    assert got.shape == (len(taken) * 128, 784)
+    assert {row.tobytes() for row in got} <= {row.tobytes() for row in rows}
+
+
+def test_rows_taken_by_an_index_array_are_numpys_rows():
+    rng = np.random.default_rng(1)
+    for dtype, shape in [(np.uint8, (784,)), (np.float32, (3, 4)), (np.int64, (2,)),
+                         (np.bool_, (5,)), (np.complex64, (1,))]:
+        table = rng.integers(0, 2, (50,) + shape).astype(dtype)
+        for index in (rng.integers(0, 50, 30), np.array([], dtype=np.int64),
+                      np.arange(50)[::-2], np.array([49, 49, 0], dtype=np.intp)):
+            for got in (_columns._get_rows(table, index), _columns._taken_rows(table, index)
+                        if _columns.core is not None else table[index]):
+                assert got.dtype == table.dtype and got.shape == (len(index),) + shape
+                assert np.array_equal(got, table[index])
+                assert not np.shares_memory(got, table)
+    ones = _columns._ones(3000)
+    assert ones.dtype == np.int64 and ones.tolist() == [1] * 3000
+    assert not ones.flags.writeable and len(_columns._ones(5)) == 5

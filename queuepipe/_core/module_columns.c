@@ -159,7 +159,7 @@ py_compact_segments(PyObject *self, PyObject *args)
         || int64_buffer(lengths_arg, lengths, "compact_segments", "lengths") < 0
         || segment_copies(starts, lengths, "compact_segments", &at, &sizes, &n_segments) < 0)
         goto done;
-    PyThreadState *saved = qp_gil_let_go((size_t)arena->len, QP_GIL_FREE_BYTES);
+    PyThreadState *saved = qp_gil_let_go((size_t)arena->len, QP_GIL_FREE_COLUMN_BYTES);
     qp_columns_status status = qp_columns_compact(arena->buf, n_items, item_bytes, at, sizes,
                                                   n_segments, &n_live, &bad);
     qp_gil_take(saved);
@@ -224,7 +224,7 @@ py_gather_segments(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "gather_segments: out overlaps the arena");
         goto done;
     }
-    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
+    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_COLUMN_BYTES);
     qp_columns_status status = qp_columns_gather(arena->buf, n_items, item_bytes, at, sizes,
                                                  n_segments, out->buf, n_out, &bad);
     qp_gil_take(saved);
@@ -281,7 +281,7 @@ py_list_indices(PyObject *self, PyObject *args)
     size_t n_lists = (size_t)lengths->len / 8;
     if ((sizes = int64_copy(lengths)) == NULL)
         goto done;
-    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_BYTES);
+    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_COLUMN_BYTES);
     qp_columns_status status = qp_columns_list_indices(sizes, n_lists, (size_t)per_batch,
                                                        out->buf, n_out, &bad);
     qp_gil_take(saved);
