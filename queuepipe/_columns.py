@@ -9,7 +9,7 @@ leading axis, or :class:`~queuepipe.sparse.Rows`); ``finish`` turns it into what
 =================  ==================================  =======================================
 column             holds                               a batch of n elements is
 =================  ==================================  =======================================
-DenseColumn        fixed-shape values: one row each    a slice (or ``take``) of the array
+DenseColumn        fixed-shape values: one row each    a slice (or gathered rows) of the array
                    of a ``(rows, *shape)`` array
 ObjectColumn       values of unknown shape, one        stacked at dequeue (PaddedColumn pads
                    object per row                      the free dimensions instead)
@@ -43,10 +43,10 @@ from queuepipe.sparse import SparseValue
 __all__ = ["DenseColumn", "DenseColumns", "DenseMember", "ObjectColumn", "PaddedColumn",
            "SparseColumns", "SparseColumn", "concat"]
 
-# The largest copy in or out of a column that keeps the GIL (see _assign and _taken_rows; the
-# core's column functions keep it as far, QP_GIL_FREE_COLUMN_BYTES): 128 KiB, a batch of 128
-# rows of 784 bytes. A queue copies holding its lock, which a thread handed the GIL meanwhile
-# would block on.
+# Copies in and out of a column below this many bytes keep the GIL (see _assign and
+# _taken_rows; the core's column functions keep it as far, QP_GIL_FREE_COLUMN_BYTES): 128
+# KiB, above a batch of 128 rows of 784 bytes. A queue copies holding its lock, which a thread
+# handed the GIL meanwhile would block on.
 _KEEP_GIL_BYTES = 1 << 17
 
 # The fewest values a sparse column's arena holds once it holds any.
@@ -62,7 +62,7 @@ def concat(parts: Sequence[Any]) -> Any:
 
 def _assign(column: np.ndarray, index: Any, values: Any) -> None:
     """``column[index] = values`` for an int or slice ``index``; a copy of a matching
-    contiguous array of at most ``_KEEP_GIL_BYTES`` is a plain memcpy that keeps the GIL.
+    contiguous array of fewer than ``_KEEP_GIL_BYTES`` is a plain memcpy that keeps the GIL.
 
     NumPy releases the GIL to copy a few hundred elements or more; with several producer
     threads each release hands the GIL to another thread and costs a thread switch (two
@@ -73,7 +73,7 @@ def _assign(column: np.ndarray, index: Any, values: Any) -> None:
     target = column[index]
     if type(target) is np.ndarray and type(values) is np.ndarray \
             and values.dtype == column.dtype and values.shape == target.shape \
-            and values.nbytes <= _KEEP_GIL_BYTES and column.dtype.kind in "biufc" \
+            and values.nbytes < _KEEP_GIL_BYTES and column.dtype.kind in "biufc" \
             and values.flags.c_contiguous:
         target.data.cast("B")[:] = values.data.cast("B")
     else:
@@ -82,14 +82,14 @@ def _assign(column: np.ndarray, index: Any, values: Any) -> None:
 
 def _as_items(array: np.ndarray, n: int) -> Optional[np.ndarray]:
     """``array``'s rows as a 1-D array of one raw item each (a view), when ``n`` of its rows
-    are at most ``_KEEP_GIL_BYTES`` of numbers and it is C-contiguous; else None.
+    are fewer than ``_KEEP_GIL_BYTES`` of numbers and it is C-contiguous; else None.
 
     NumPy's fancy indexing and ``take`` of a 2-D array let go of the GIL, where indexing a
     1-D array keeps it: a batch gathered from rows spread over a column (and a group's rows
     scattered to them) by its raw items does not hand the GIL to another thread."""
     row_items = math.prod(array.shape[1:])
     if array.dtype.kind not in "biufc" or not 0 < n * row_items * array.itemsize \
-            <= _KEEP_GIL_BYTES or not array.flags.c_contiguous:
+            < _KEEP_GIL_BYTES or not array.flags.c_contiguous:
         return None
     rows = array.reshape(len(array), row_items)  # (a view: one row of items each)
     return rows.view(np.dtype((np.void, row_items * array.itemsize))).reshape(-1)
@@ -109,8 +109,9 @@ def _scatter(column: np.ndarray, index: np.ndarray, values: Any) -> bool:
 
 
 def _get_rows(table: np.ndarray, index: Any) -> np.ndarray:
-    """``table[index]`` in a new array, for a slice or an index array ``index``; by raw
-    items (see :func:`_as_items`), keeping the GIL, where the rows are few."""
+    """``table[index]`` in a new array, for a slice or an index array ``index``, keeping the
+    GIL where the rows are few: a slice by raw items (see :func:`_as_items`), an index array
+    by the core (:func:`_taken_rows`), or on the pure path by raw items too."""
     if isinstance(index, slice):
         taken = table[index]
         items = _as_items(taken, len(taken))
@@ -259,8 +260,9 @@ def _gathered(arena: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
 
 
 def _taken_rows(table: np.ndarray, index: Any) -> np.ndarray:
-    """``table[index]`` for an index array, by the core's ``gather_segments`` (segments of
-    one row): a copy per row, keeping the GIL up to ``QP_GIL_FREE_COLUMN_BYTES`` (128 KiB),
+    """``table[index]`` for an integer index array of rows in the table, by the core's
+    ``gather_segments`` (segments of one row): a copy per row, keeping the GIL below
+    ``QP_GIL_FREE_COLUMN_BYTES`` (128 KiB),
     where NumPy's ``take`` lets go of it and fancy indexing by raw items runs at half its
     speed. A queue gathers its batches holding its lock: a thread handed the GIL meanwhile
     that puts or takes blocks on the lock and hands it back."""
@@ -269,10 +271,12 @@ def _taken_rows(table: np.ndarray, index: Any) -> np.ndarray:
 
 
 _ONES = np.ones(0, dtype=np.int64)
+_ONES.flags.writeable = False
 
 
 def _ones(n: int) -> np.ndarray:
-    """``n`` int64 ones, a read-only view of one array shared by all callers."""
+    """``n`` int64 ones, a read-only view of one array shared by all callers (as long as the
+    longest asked for)."""
     global _ONES
     ones = _ONES
     if len(ones) < n:

@@ -614,26 +614,36 @@ def test_the_column_functions_take_numpy_arrays_of_numbers_only(compact, arena, 
 
 @pytest.mark.skipif(_columns.core is None, reason="on the pure path NumPy's take gathers "
                     "rows, which lets go of the GIL")
-def test_moving_a_batch_of_image_rows_keeps_the_gil():
-    # A batch of 128 rows of 784 bytes (98 KiB) put and taken by an index array (the slots
-    # of a shuffle or priority queue): NumPy's take and 2-D fancy indexing let go of the GIL,
-    # and a runner thread given it then blocked on the queue's lock. The core's gather and
-    # a scatter by raw items keep it up to 128 KiB.
-    q = qp.PriorityQueue(1024, [qp.uint8], shapes=[[784]])
-    rows = np.random.default_rng(0).integers(0, 256, (512, 784), dtype=np.uint8)
-    q.enqueue_many((np.arange(128), rows[:128]))
+def test_putting_and_taking_a_batch_of_image_rows_keeps_the_gil():
+    # A batch of 128 rows of 784 bytes (98 KiB) put and taken by an index array (the slots of
+    # a shuffle queue, the rows of a priority queue): NumPy's take and 2-D fancy indexing let
+    # go of the GIL, and a runner thread handed it then blocked on the queue's lock. The
+    # core's gather and a scatter by raw items keep it below 128 KiB. (The queues are filled,
+    # and their rows allocated, before: a growth copies every row and may let go; and the
+    # work makes no array itself: NumPy's arange lets go of the GIL.)
+    rows = np.random.default_rng(0).integers(0, 256, (384, 784), dtype=np.uint8)
+    shuffled = qp.RandomShuffleQueue(4096, 0, [qp.uint8], shapes=[[784]], seed=0)
+    shuffled.enqueue_many([np.zeros((2048, 784), dtype=np.uint8)])
+    shuffled.dequeue_many(2048)
+
+    def put_batches():
+        for i in range(3):
+            shuffled.enqueue_many([rows[128 * i:128 * (i + 1)]])
+
+    assert runs_beside(put_batches) == [False] * 5
+    prioritized = qp.PriorityQueue(4096, [qp.uint8], shapes=[[784]])
+    prioritized.enqueue_many((np.arange(5 * 384), np.concatenate([rows] * 5)))
     taken = []
 
-    def move_batches():
-        for i in range(1, 4):
-            q.enqueue_many((np.arange(128 * i, 128 * (i + 1)), rows[128 * i:128 * (i + 1)]))
-            taken.append(q.dequeue_many(128))
+    def take_batches():
+        for _ in range(3):
+            taken.append(prioritized.dequeue_many(128)[1])
 
-    overlapped = runs_beside(move_batches)
-    assert overlapped == [False] * 5, overlapped
-    got = np.concatenate([batch[1] for batch in taken])
-    assert got.shape == (len(taken) * 128, 784)
-    assert {row.tobytes() for row in got} <= {row.tobytes() for row in rows}
+    assert runs_beside(take_batches) == [False] * 5
+    assert np.array_equal(np.concatenate(taken), np.concatenate([rows] * 5))
+    assert shuffled.size() == 5 * 384
+    assert {row.tobytes() for row in shuffled.dequeue_many(5 * 384)} == \
+        {row.tobytes() for row in rows}
 
 
 def test_rows_taken_by_an_index_array_are_numpys_rows():
