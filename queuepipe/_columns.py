@@ -62,7 +62,8 @@ def concat(parts: Sequence[Any]) -> Any:
 
 def _assign(column: np.ndarray, index: Any, values: Any) -> None:
     """``column[index] = values`` for an int or slice ``index``; a copy of a matching
-    contiguous array of fewer than ``_KEEP_GIL_BYTES`` is a plain memcpy that keeps the GIL.
+    contiguous array of fewer than ``_KEEP_GIL_BYTES`` is a plain memcpy that keeps the GIL
+    (an empty one is assigned by NumPy: a memoryview cannot cast a zero-size array).
 
     NumPy releases the GIL to copy a few hundred elements or more; with several producer
     threads each release hands the GIL to another thread and costs a thread switch (two
@@ -73,7 +74,7 @@ def _assign(column: np.ndarray, index: Any, values: Any) -> None:
     target = column[index]
     if type(target) is np.ndarray and type(values) is np.ndarray \
             and values.dtype == column.dtype and values.shape == target.shape \
-            and values.nbytes < _KEEP_GIL_BYTES and column.dtype.kind in "biufc" \
+            and 0 < values.nbytes < _KEEP_GIL_BYTES and column.dtype.kind in "biufc" \
             and values.flags.c_contiguous:
         target.data.cast("B")[:] = values.data.cast("B")
     else:

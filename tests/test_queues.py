@@ -1565,3 +1565,16 @@ def test_staged_rows_go_in_whole_alone_or_in_groups(staged):
     images, boxes = q.dequeue_many(staged)
     assert images.tolist() == [[i] * 784 for i in range(staged)]
     assert boxes.tolist() == [[[i / 2] * 2] * 2 for i in range(staged)]
+
+
+def test_components_of_zero_size_rows_go_through_every_queue():
+    # A [0]-shaped component (TF takes one): the columns' memoryview copy cannot cast a
+    # zero-size array, and enqueue_many raised TypeError.
+    for q in (qp.FIFOQueue(8, [qp.float32, qp.int64], shapes=[[0], []]),
+              qp.RandomShuffleQueue(8, 0, [qp.float32, qp.int64], shapes=[[0], []], seed=0),
+              qp.PaddingFIFOQueue(8, [qp.float32, qp.int64], shapes=[[0], []])):
+        q.enqueue_many([np.zeros((3, 0), np.float32), np.arange(3)])
+        q.enqueue([np.zeros(0, np.float32), 3])
+        empty, labels = q.dequeue_many(4)
+        assert empty.shape == (4, 0) and empty.dtype == np.float32
+        assert sorted(labels.tolist()) == [0, 1, 2, 3]
