@@ -650,11 +650,16 @@ def test_rows_taken_by_an_index_array_are_numpys_rows():
     rng = np.random.default_rng(1)
     for dtype, shape in [(np.uint8, (784,)), (np.float32, (3, 4)), (np.int64, (2,)),
                          (np.bool_, (5,)), (np.complex64, (1,))]:
-        table = rng.integers(0, 2, (50,) + shape).astype(dtype)
+        column = _columns.DenseColumn(50, np.dtype(dtype), shape)
+        table = column.data
+        table[:] = rng.integers(0, 2, (50,) + shape).astype(dtype)
+        ways = [column.read, lambda index: _columns._get_rows(table, index)]
+        if _columns.core is not None:
+            ways.append(lambda index: _columns._taken_rows(table, index))
         for index in (rng.integers(0, 50, 30), np.array([], dtype=np.int64),
                       np.arange(50)[::-2], np.array([49, 49, 0], dtype=np.intp)):
-            for got in (_columns._get_rows(table, index), _columns._taken_rows(table, index)
-                        if _columns.core is not None else table[index]):
+            for way in ways:
+                got = way(index)
                 assert got.dtype == table.dtype and got.shape == (len(index),) + shape
                 assert np.array_equal(got, table[index])
                 assert not np.shares_memory(got, table)
