@@ -38,6 +38,7 @@ import numpy as np
 
 from queuepipe import _columns
 from queuepipe import dtypes as _dtypes
+from queuepipe._core import core
 from queuepipe._elements import as_dtype_list, as_shape_list
 from queuepipe._queue_base import STARVATION_WARNING_SECS, QueueBase
 from queuepipe.errors import InvalidArgumentError
@@ -128,6 +129,34 @@ class FIFOQueue(QueueBase):
         self._write(self._ring(self._head, n), batch)
         self._count += n
 
+
+def _shuffle_in(slots: np.ndarray, start: int, places: np.ndarray) -> None:
+    """A shuffle-in of :class:`RandomShuffleQueue`'s slots, in place: the ``len(places)``
+    entries from ``start`` go to ``places`` (distinct, below ``start + len(places)``), in that
+    order; the entries at the places below ``start`` that they take move, in the order of
+    ``places``, to the places from ``start`` up that none of them takes, lowest first. The
+    pure twin of the core's ``shuffle_in``, which moves them in one pass with no array made
+    (and no NumPy call that lets go of the GIL: ten of them a chunk here)."""
+    k = len(places)
+    rows = slots[start:start + k].copy()
+    displaced = places[places < start]
+    if len(displaced):
+        open_ = np.ones(k, dtype=bool)
+        open_[places[places >= start] - start] = False
+        slots[np.flatnonzero(open_) + start] = slots[displaced]
+    slots[places] = rows
+
+
+def _shuffle_slots(slots: np.ndarray, start: int, places: np.ndarray) -> None:
+    """:func:`_shuffle_in` by the core where it can take the arrays (int64 slots, as
+    ``np.intp`` is on 64-bit platforms)."""
+    if _core_shuffle_in is not None and slots.dtype == np.int64 and places.dtype == np.int64:
+        _core_shuffle_in(slots, start, places)
+    else:
+        _shuffle_in(slots, start, places)
+
+
+_core_shuffle_in = getattr(core, "shuffle_in", None) if core is not None else None
 
 class RandomShuffleQueue(QueueBase):
     """A queue that hands out its elements in random order.
@@ -237,14 +266,7 @@ class RandomShuffleQueue(QueueBase):
             place = int(self._rng.integers(start + 1))
             slots[place], slots[start] = slots[start], slots[place]
             return
-        rows = slots[start:start + k].copy()
-        places = self._rng.choice(start + k, size=k, replace=False)
-        displaced = places[places < start]
-        if len(displaced):
-            open_ = np.ones(k, dtype=bool)
-            open_[places[places >= start] - start] = False
-            slots[np.flatnonzero(open_) + start] = slots[displaced]
-        slots[places] = rows
+        _shuffle_slots(slots, start, self._rng.choice(start + k, size=k, replace=False))
 
     def _draw(self, n: int) -> np.ndarray:
         """Removes ``n`` elements, a uniformly random pick in random order; returns their rows

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from helpers import producers_and_consumers, runs_beside
 
 import queuepipe as qp
-from queuepipe import _columns, _queue_base, sparse
+from queuepipe import _columns, _queue_base, queues, sparse
 from queuepipe.errors import InvalidArgumentError, OutOfRangeError
 
 
@@ -666,3 +666,39 @@ def test_rows_taken_by_an_index_array_are_numpys_rows():
     ones = _columns._ones(3000)
     assert ones.dtype == np.int64 and ones.tolist() == [1] * 3000
     assert not ones.flags.writeable and len(_columns._ones(5)) == 5
+
+
+@pytest.mark.skipif(queues._core_shuffle_in is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_shuffles_slots_in_as_the_pure_twin_does(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 50))
+    start = int(rng.integers(0, n + 1))
+    k = int(rng.integers(0, n - start + 1))
+    slots = rng.permutation(n).astype(np.int64)
+    places = rng.choice(start + k, size=k, replace=False).astype(np.int64)
+    pure, mine = slots.copy(), slots.copy()
+    queues._shuffle_in(pure, start, places)
+    queues._core_shuffle_in(mine, start, places)
+    assert mine.tolist() == pure.tolist()
+    assert sorted(mine.tolist()) == list(range(n))  # (a permutation still)
+    assert mine[places].tolist() == slots[start:start + k].tolist()
+
+
+@pytest.mark.skipif(queues._core_shuffle_in is None, reason="the compiled core is not loaded")
+def test_the_core_shuffle_in_refuses_places_it_cannot_take_naming_them():
+    slots = np.arange(6, dtype=np.int64)
+    for places, message in (([0, 3, 3], r"place 2 \(3\) is given twice"),
+                            ([0, -1], r"place 1 \(-1\) is negative"),
+                            ([5, 1], r"place 0 \(5\) is past start \+ the number of places")):
+        with pytest.raises(ValueError, match=rf"^shuffle_in: {message}$"):
+            queues._core_shuffle_in(slots, 3 - (len(places) == 2), np.array(places))
+        assert slots.tolist() == list(range(6))  # nothing moved
+    with pytest.raises(ValueError, match=r"^shuffle_in: start 5 and 2 places pass the 6 slots$"):
+        queues._core_shuffle_in(slots, 5, np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"^shuffle_in: slots must be a writable C-contiguous "
+                                         r"1-D array of int64$"):
+        queues._core_shuffle_in(slots.astype(np.int32), 0, np.array([0]))
+    with pytest.raises(ValueError, match=r"^shuffle_in: places overlaps slots$"):
+        queues._core_shuffle_in(slots, 0, slots[:2])

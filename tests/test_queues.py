@@ -608,6 +608,24 @@ def test_a_seeded_shuffle_does_not_depend_on_how_enqueues_are_grouped(seed):
     assert drain([[12], [4], [5, 1]]) == one_by_one
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_seeded_shuffle_queue_draws_the_same_with_and_without_the_core(seed, monkeypatch):
+    def drain():
+        q = qp.RandomShuffleQueue(300, 40, qp.int64, shapes=[], seed=seed)
+        start, got = 0, []
+        for sizes in ([100, 1, 60], [37], [5, 5, 5], [90]):
+            start = enqueue_groups(q, sizes, start)
+            got.append(q.dequeue_many(50).tolist())
+        q.close()
+        got.append(q.dequeue_up_to(300).tolist())
+        return got
+
+    core_order = drain()
+    monkeypatch.setattr(queues, "_core_shuffle_in", None)
+    assert drain() == core_order
+    assert sorted(sum(core_order, [])) == list(range(303))
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_an_arrival_pool_queue_does_not_depend_on_how_far_ahead_the_producer_is(seed):
     # The seeded one-thread batching functions' queue: a dequeue of n draws from the first

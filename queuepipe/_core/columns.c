@@ -115,3 +115,48 @@ qp_columns_list_indices(const int64_t *lengths, size_t n_lists, size_t per_batch
     }
     return QP_COLUMNS_OK;
 }
+
+qp_columns_status
+qp_columns_shuffle_in(int64_t *slots, size_t n_slots, size_t start, const int64_t *places,
+                      size_t k, uint8_t *taken, int64_t *rows, size_t *bad)
+{
+    if (start > n_slots || k > n_slots - start) {
+        *bad = 0;
+        return QP_COLUMNS_PAST_END;
+    }
+    size_t end = start + k;
+    memset(taken, 0, end);
+    for (size_t i = 0; i < k; i++) {
+        if (places[i] < 0) {
+            *bad = i;
+            return QP_COLUMNS_NEGATIVE;
+        }
+        if ((uint64_t)places[i] >= end) {
+            *bad = i;
+            return QP_COLUMNS_PAST_END;
+        }
+        if (taken[places[i]]) {
+            *bad = i;
+            return QP_COLUMNS_REPEATED;
+        }
+        taken[places[i]] = 1;
+    }
+    memcpy(rows, slots + start, k * sizeof *rows);
+    /* The places below start that k distinct places take are as many as the places from
+     * start up that none takes; the cursor is bounded by k all the same. */
+    size_t open = 0;
+    for (size_t i = 0; i < k; i++) {
+        size_t place = (size_t)places[i];
+        if (place >= start)
+            continue;
+        while (open < k && taken[start + open])
+            open++;
+        if (open == k)
+            break;
+        slots[start + open] = slots[place];
+        open++;
+    }
+    for (size_t i = 0; i < k; i++)
+        slots[places[i]] = rows[i];
+    return QP_COLUMNS_OK;
+}

@@ -17,7 +17,8 @@ typedef enum {
     QP_COLUMNS_NEGATIVE = 1, /* a start or a length below 0 */
     QP_COLUMNS_ORDER = 2,    /* a segment begins before the end of the one before it */
     QP_COLUMNS_PAST_END = 3, /* a segment ends past the arena's end */
-    QP_COLUMNS_OUT_SIZE = 4  /* the segments hold more or fewer items than the output */
+    QP_COLUMNS_OUT_SIZE = 4, /* the segments hold more or fewer items than the output */
+    QP_COLUMNS_REPEATED = 5  /* a place given twice (qp_columns_shuffle_in) */
 } qp_columns_status;
 
 /* Moves the n_segments segments of arena (n_items items of item_bytes bytes each), segment
@@ -47,5 +48,16 @@ qp_columns_status qp_columns_gather(const uint8_t *arena, size_t n_items, size_t
 qp_columns_status qp_columns_list_indices(const int64_t *lengths, size_t n_lists,
                                           size_t per_batch, int64_t *out, size_t n_out,
                                           size_t *bad);
+
+/* A shuffle queue's shuffle-in (queuepipe/queues.py, RandomShuffleQueue._shuffle_in, whose
+ * pure twin this is): the k entries slots[start .. start + k) go to places[0 .. k), k
+ * distinct places below start + k, in that order; the entries at the places below start that
+ * they take first move, in the order of places, to the places from start up that none of
+ * them takes, lowest first. taken (start + k bytes) and rows (k items) are scratch. On an
+ * error nothing is written to slots and *bad is the place refused: negative, past start + k
+ * (QP_COLUMNS_PAST_END), or given twice. start + k <= n_slots. */
+qp_columns_status qp_columns_shuffle_in(int64_t *slots, size_t n_slots, size_t start,
+                                        const int64_t *places, size_t k, uint8_t *taken,
+                                        int64_t *rows, size_t *bad);
 
 #endif

@@ -97,6 +97,7 @@ static const char *const refusals[] = {
     [QP_COLUMNS_ORDER] = "begins before the end of the segment before it",
     [QP_COLUMNS_PAST_END] = "ends past the arena's end",
     [QP_COLUMNS_OUT_SIZE] = "",
+    [QP_COLUMNS_REPEATED] = "is given twice",
 };
 
 /* Raises the ValueError of a segment fn refused. */
@@ -302,10 +303,77 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(shuffle_in_doc,
+"shuffle_in(slots, start, places) -> None\n\n"
+"A shuffle queue's shuffle-in, in place (the pure twin: queuepipe.queues._shuffle_in): the\n"
+"len(places) entries of slots (a writable C-contiguous int64 array) from start go to places\n"
+"(int64, distinct, each below start + len(places)), in that order; the entries at the places\n"
+"below start that they take move, in the order of places, to the places from start up that\n"
+"none of them takes, lowest first. Keeps the GIL (a few microseconds). ValueError, with\n"
+"nothing moved, for a place out of range or given twice.");
+
+static PyObject *
+py_shuffle_in(PyObject *self, PyObject *args)
+{
+    PyObject *slots_arg, *places_arg, *result = NULL;
+    Py_ssize_t start;
+    Py_buffer views[2] = {{0}}, *slots = &views[0], *places = &views[1];
+    uint8_t *taken = NULL;
+    int64_t *rows = NULL;
+    size_t n_slots, row_bytes, bad = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnO:shuffle_in", &slots_arg, &start, &places_arg))
+        return NULL;
+    if (arena_buffer(slots_arg, slots, 1, "shuffle_in", "slots", &n_slots, &row_bytes) < 0
+        || slots->ndim != 1 || slots->itemsize != 8 || strchr("lq", slots->format[0]) == NULL
+        || slots->format[1] != '\0') {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "shuffle_in: slots must be a writable C-contiguous "
+                        "1-D array of int64");
+        goto done;
+    }
+    if (int64_buffer(places_arg, places, "shuffle_in", "places") < 0)
+        goto done;
+    if (overlap(slots, places)) {
+        PyErr_SetString(PyExc_ValueError, "shuffle_in: places overlaps slots");
+        goto done;
+    }
+    size_t k = (size_t)places->len / 8;
+    if (start < 0 || (size_t)start > n_slots || k > n_slots - (size_t)start) {
+        PyErr_Format(PyExc_ValueError, "shuffle_in: start %zd and %zu places pass the %zu "
+                     "slots", start, k, n_slots);
+        goto done;
+    }
+    taken = PyMem_Malloc((size_t)start + k + 1);
+    rows = PyMem_Malloc(k * sizeof *rows + 1);
+    if (taken == NULL || rows == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const int64_t *place = places->buf;
+    qp_columns_status status = qp_columns_shuffle_in(slots->buf, n_slots, (size_t)start,
+                                                     place, k, taken, rows, &bad);
+    if (status != QP_COLUMNS_OK) {
+        PyErr_Format(PyExc_ValueError, "shuffle_in: place %zu (%lld) %s", bad,
+                     (long long)(bad < k ? place[bad] : 0),
+                     status == QP_COLUMNS_REPEATED ? "is given twice"
+                     : status == QP_COLUMNS_NEGATIVE ? "is negative"
+                     : "is past start + the number of places");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(taken);
+    PyMem_Free(rows);
+    release_views(views, 2);
+    return result;
+}
+
 static PyMethodDef columns_methods[] = {
     {"compact_segments", py_compact_segments, METH_VARARGS, compact_segments_doc},
     {"gather_segments", py_gather_segments, METH_VARARGS, gather_segments_doc},
     {"list_indices", py_list_indices, METH_VARARGS, list_indices_doc},
+    {"shuffle_in", py_shuffle_in, METH_VARARGS, shuffle_in_doc},
     {NULL, NULL, 0, NULL}};
 
 int
