@@ -574,7 +574,8 @@ class QueueBase:
             self._put(part, k)
             done += k
             self._enqueued += k
-            self._wake_consumers()
+            if not self._can_draw_ahead():
+                self._wake_consumers()
         self._draw_batches_ahead(drawn)
         return done
 
@@ -616,15 +617,22 @@ class QueueBase:
         """Draws batches ahead while fewer than the limit wait and a dequeue of their size
         would take one now (the queue open: min_after_dequeue stays behind), for the caller
         to finish (:meth:`_finish_ahead`). Lock held."""
-        n = self._ahead_size
-        if not n or self._closed or self._other_sizes \
-                or n + self._min_after() > self._capacity:
-            return
-        while len(self._ahead) < self._ahead_limit and \
-                self._size() - self._min_after() >= n:
-            entry = [self._take(n), None]
+        while self._can_draw_ahead():
+            entry = [self._take(self._ahead_size), None]
             self._ahead.append(entry)
             drawn.append(entry)
+
+    def _can_draw_ahead(self) -> bool:
+        """Whether :meth:`_draw_batches_ahead` would draw a batch now. A put after which it
+        will does not wake the dequeues: the batch it draws, once finished, wakes them
+        (:meth:`_finish_ahead`), and a dequeue woken before would find it drawn and not
+        finished, and wait again (tokens, one enqueue thread: two waits of the consumer
+        every chunk, a futex sleep and wake-up and a GIL hand-over each, instead of one).
+        Lock held."""
+        n = self._ahead_size
+        return bool(n) and not self._closed and not self._other_sizes \
+            and n + self._min_after() <= self._capacity \
+            and len(self._ahead) < self._ahead_limit and self._size() - self._min_after() >= n
 
     def _finish_ahead(self, drawn: List[List[Any]]) -> None:
         """Finishes the batches this thread drew ahead, outside the lock (an entry put back
