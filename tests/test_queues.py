@@ -787,6 +787,37 @@ def test_an_enqueue_waiting_for_room_first_finishes_the_batches_a_dequeue_would_
     assert q.size() == 0
 
 
+def test_a_put_that_draws_ahead_wakes_a_waiting_dequeue_only_once_its_batch_is_finished():
+    # Woken by the put, the dequeue would find the batch drawn and unfinished, and wait again:
+    # two sleeps and wake-ups of the consumer every chunk instead of one.
+    q = qp.FIFOQueue(20, qp.int64, shapes=[])
+    wakes, at_finish = [], []
+    notify_all = q._not_empty.notify_all
+
+    def counted_notify_all():
+        wakes.append(1)
+        notify_all()
+
+    def finish(batches):
+        at_finish.append(len(wakes))
+        return [batch.tolist() for batch in batches]
+
+    q._draw_ahead(4, 2, finish)
+    q._not_empty.notify_all = counted_notify_all
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(q.dequeue_many(4)))
+    consumer.start()
+    try:
+        wait_until(lambda: q._needs, "the dequeue waits")
+        q.enqueue_many(np.arange(8))
+    finally:
+        q.close(cancel_pending_enqueues=True)
+        consumer.join(timeout=10)
+    assert not consumer.is_alive()
+    assert at_finish == [0]  # no wake-up before the finish
+    assert got == [[0, 1, 2, 3]] and q.dequeue_many(4) == [4, 5, 6, 7]
+
+
 def test_a_batch_finish_that_raises_fails_the_consumer_with_the_records_kept():
     # a group drawn ahead that raises is drawn again by the consumer, a batch at a time: the
     # good batch comes out, the bad one raises its own error and stays in the queue
