@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import queuepipe as qp
 from queuepipe import sparse
+from queuepipe.parsing import _sinks
 from queuepipe.errors import InvalidArgumentError
 from queuepipe.sparse import SparseValue
 
@@ -225,6 +226,55 @@ def test_the_core_makes_list_indices_as_the_pure_twin_does(seed):
     assert outcomes[0] == outcomes[1]
     if outcomes[0][0] is None:
         assert outcomes[0][1] == [[j % n, p] for j, k in enumerate(lengths) for p in range(k)]
+
+
+@pytest.mark.parametrize("which", ["core", "pure"])
+def test_the_sparse_table_says_where_each_batchs_lists_lie(which):
+    table_of = _sinks.pure_sparse_table if which == "pure" else \
+        getattr(sparse.core, "sparse_table", None)
+    if table_of is None:
+        pytest.skip("the compiled core is not loaded")
+    counts = np.array([[1, 0, 2, 3], [0, 4, 1, 1]], dtype=np.int64)  # 2 features, 4 records
+    table = np.full((2, 2, 5), -9, dtype=np.int64)  # batches of 2
+    table_of(counts, 2, table)
+    # per batch and feature: n, longest, begin and end among the batch's indices, first value
+    assert table.tolist() == [[[2, 1, 0, 1, 0], [2, 4, 1, 5, 0]],
+                              [[2, 3, 0, 5, 1], [2, 1, 5, 7, 4]]]
+    empty = np.empty((0, 2, 5), dtype=np.int64)
+    table_of(np.empty((2, 0), dtype=np.int64), 0, empty)
+
+
+@pytest.mark.skipif(sparse.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_makes_the_sparse_table_as_the_pure_twin_does(seed):
+    rng = np.random.default_rng(seed)
+    features, batch, batches = (int(rng.integers(1, 5)), int(rng.integers(1, 6)),
+                                int(rng.integers(0, 4)))
+    counts = rng.integers(0, 2**int(rng.integers(1, 40)), size=(features, batch * batches))
+    tables = [np.full((batches, features, 5), -9, dtype=np.int64) for _ in range(2)]
+    sparse.core.sparse_table(counts, batch, tables[0])
+    _sinks.pure_sparse_table(counts, batch, tables[1])
+    assert tables[0].tolist() == tables[1].tolist()
+
+
+@pytest.mark.skipif(sparse.core is None, reason="the compiled core is not loaded")
+def test_the_core_sparse_table_refuses_counts_it_cannot_place():
+    table = np.zeros((1, 1, 5), dtype=np.int64)
+    message = (r"^sparse_table: a count is negative, the records are not batches of n, or the "
+               r"table is not \[records / n, features, 5\]$")
+    for counts, n, out in ((np.array([[1, -1]]), 2, table),  # negative
+                           (np.array([[2**62, 2**62]]), 2, table),  # a sum past INT64_MAX
+                           (np.array([[1, 1, 1]]), 2, table),  # not whole batches
+                           (np.array([[1, 1]]), 1, table)):  # a table of another size
+        with pytest.raises(ValueError, match=message):
+            sparse.core.sparse_table(counts, n, out)
+    with pytest.raises(ValueError, match=r"^sparse_table: counts and table must be "):
+        sparse.core.sparse_table(np.array([1, 1]), 2, table)  # one axis
+    with pytest.raises(ValueError, match=r"^sparse_table: counts and table must be "):
+        sparse.core.sparse_table(np.array([[1, 1]]), 2, table.astype(np.int32))
+    with pytest.raises(ValueError, match=r"^sparse_table: n is -1, negative$"):
+        sparse.core.sparse_table(np.array([[1, 1]]), -1, table)
 
 
 def _fill(which):

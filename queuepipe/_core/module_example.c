@@ -779,6 +779,65 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(sparse_table_doc,
+"sparse_table(counts, n, table) -> None\n\n"
+"Where each batch of n records' VarLenFeature SparseValues lie, from the counts the walk\n"
+"gave (counts: a C-contiguous int64 array of [features, records], records a multiple of n)\n"
+"into table (a writable C-contiguous int64 array of [records / n, features, 5]): for each\n"
+"batch and feature, n and the longest count (the dense shape), where its indices begin and\n"
+"end among the batch's, and where its values begin among the feature's. Keeps the GIL.\n"
+"ValueError for a negative count or a table of another size. (The pure twin:\n"
+"queuepipe.parsing._sinks.pure_sparse_table.)");
+
+/* Takes a C-contiguous int64 array (numpy's "l" or "q" on LP64) of ndim axes from obj. */
+static int
+int64_array(PyObject *obj, Py_buffer *view, int ndim, int writable_too)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable_too ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    if (view->ndim == ndim && view->itemsize == 8 && view->format != NULL
+        && view->format[0] != '\0' && strchr("lq", view->format[0]) != NULL
+        && view->format[1] == '\0')
+        return 0;
+    PyBuffer_Release(view);
+    view->obj = NULL;
+    PyErr_Format(PyExc_ValueError, "sparse_table: counts and table must be C-contiguous "
+                 "int64 arrays of 2 and 3 axes, the table writable");
+    return -1;
+}
+
+static PyObject *
+sparse_table(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *counts_arg, *table_arg, *result = NULL;
+    Py_ssize_t per_batch;
+    if (!PyArg_ParseTuple(args, "OnO:sparse_table", &counts_arg, &per_batch, &table_arg))
+        return NULL;
+    Py_buffer counts = {0}, table = {0};
+    if (per_batch < 0) {
+        PyErr_Format(PyExc_ValueError, "sparse_table: n is %zd, negative", per_batch);
+        return NULL;
+    }
+    if (int64_array(counts_arg, &counts, 2, 0) < 0 || int64_array(table_arg, &table, 3, 1) < 0)
+        goto done;
+    if (qp_sparse_table(counts.buf, (size_t)counts.shape[0], (size_t)counts.shape[1],
+                        (size_t)per_batch, table.buf, (size_t)table.len / sizeof(int64_t))
+        != QP_WALK_OK) {
+        PyErr_SetString(PyExc_ValueError, "sparse_table: a count is negative, the records are "
+                        "not batches of n, or the table is not [records / n, features, 5]");
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (counts.obj != NULL)
+        PyBuffer_Release(&counts);
+    if (table.obj != NULL)
+        PyBuffer_Release(&table);
+    return result;
+}
+
 /* (held, count, values) of a context feature, or (steps, values) of a feature list. */
 static PyObject *
 sequence_result(const qp_feature *f, int list, uint8_t held, int64_t count)
@@ -901,6 +960,7 @@ static PyMethodDef example_methods[] = {
     {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
     {"join_equal", join_equal, METH_O, join_equal_doc},
     {"sparse_indices", sparse_indices, METH_VARARGS, sparse_indices_doc},
+    {"sparse_table", sparse_table, METH_VARARGS, sparse_table_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
      walk_sequence_example_doc},
     {NULL, NULL, 0, NULL},

@@ -591,6 +591,50 @@ qp_sparse_indices(const int64_t *counts, size_t n_segments, size_t n_rows, int64
     return written == n_out ? QP_WALK_OK : QP_WALK_BAD_ARGUMENT;
 }
 
+qp_walk_status
+qp_sparse_table(const int64_t *counts, size_t n_features, size_t n_records, size_t per_batch,
+                int64_t *table, size_t n_table)
+{
+    if (per_batch == 0 ? n_records != 0 : n_records % per_batch != 0)
+        return QP_WALK_BAD_ARGUMENT;
+    size_t batches = per_batch ? n_records / per_batch : 0, cells;
+    if (__builtin_mul_overflow(batches, n_features, &cells)
+        || __builtin_mul_overflow(cells, (size_t)QP_SPARSE_TABLE_COLUMNS, &cells)
+        || cells != n_table || per_batch > INT64_MAX)
+        return QP_WALK_BAD_ARGUMENT;
+    for (size_t p = 0; p < batches; p++) {
+        int64_t begin = 0;
+        for (size_t k = 0; k < n_features; k++) {
+            const int64_t *count = counts + k * n_records + p * per_batch;
+            int64_t total = 0, longest = 0, first = 0;
+            for (size_t i = 0; i < per_batch; i++) {
+                if (count[i] < 0 || count[i] > INT64_MAX - total)
+                    return QP_WALK_BAD_ARGUMENT;
+                total += count[i];
+                if (count[i] > longest)
+                    longest = count[i];
+            }
+            if (p > 0) {
+                const int64_t *before =
+                    table + ((p - 1) * n_features + k) * QP_SPARSE_TABLE_COLUMNS;
+                if (before[4] > INT64_MAX - (before[3] - before[2]))
+                    return QP_WALK_BAD_ARGUMENT;
+                first = before[4] + (before[3] - before[2]);
+            }
+            if (begin > INT64_MAX - total)
+                return QP_WALK_BAD_ARGUMENT;
+            int64_t *row = table + (p * n_features + k) * QP_SPARSE_TABLE_COLUMNS;
+            row[0] = (int64_t)per_batch;
+            row[1] = longest;
+            row[2] = begin;
+            row[3] = begin + total;
+            row[4] = first;
+            begin += total;
+        }
+    }
+    return QP_WALK_OK;
+}
+
 /* --- SequenceExamples ------------------------------------------------------------------- */
 
 /* A context Feature: as take_feature, but one with no list is handed back (the context reads

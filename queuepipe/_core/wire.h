@@ -105,6 +105,19 @@ qp_walk_status qp_walk_sequence_example(qp_span record, qp_feature *context, siz
 qp_walk_status qp_sparse_indices(const int64_t *counts, size_t n_segments, size_t n_rows,
                                  int64_t *out, size_t n_out);
 
+/* Where each batch's SparseValues lie, from the counts the walk gave: counts holds n_records
+ * counts per feature (feature after feature), the records making batches of per_batch;
+ * table gets, for each batch p and feature k (n_table = batches * n_features * 5 int64s,
+ * batch after batch), QP_SPARSE_TABLE_COLUMNS numbers: per_batch and the longest count (the
+ * dense shape), where the feature's indices begin and end among the batch's (the features'
+ * one after the other), and where its values begin among the feature's (the batches' one
+ * after the other). Returns QP_WALK_OK, or QP_WALK_BAD_ARGUMENT when a count is negative, a
+ * sum passes INT64_MAX, the records are not whole batches, or n_table is not the table's
+ * size (table is then partly written). */
+#define QP_SPARSE_TABLE_COLUMNS 5
+qp_walk_status qp_sparse_table(const int64_t *counts, size_t n_features, size_t n_records,
+                               size_t per_batch, int64_t *table, size_t n_table);
+
 /* Frees a feature's scratch (safe to call twice, and on a zeroed feature). */
 void qp_feature_release(qp_feature *feature);
 

@@ -121,40 +121,58 @@ def _finish(sinks, size=None):
 
 def _sparse_values(sinks, size=None):
     """The SparseValues of VarLenFeature sinks of one batch (with ``size``, for each feature
-    the list of those of its batches of ``size`` records). The indices of a batch are made
+    the list of those of its batches of ``size`` records). Where each batch's values and
+    indices lie comes from one table (:data:`sparse_table`); the indices of a batch are made
     at once, feature after feature, in one ``[values, 2]`` array whose rows of each feature
     are its ``indices`` (:data:`sparse_indices`): an array per batch, so that a batch's
     SparseValues hold no other batch's indices (and a group of batches no array large
-    enough to cost fresh pages each time); likewise the dense shapes."""
+    enough to cost fresh pages each time). A dense shape is a view of the table's row."""
     if not sinks:
         return []
     records = len(sinks[0].counts)
     batch = records if size is None else size
     parts = records // batch if batch else 0
     counts = np.stack([sink.counts for sink in sinks])  # [features, records]
-    by_part = counts.reshape(len(sinks), parts, batch)
-    totals = by_part.sum(axis=2)  # [features, parts]
-    shapes = np.empty((parts, len(sinks), 2), dtype=np.int64)
-    shapes[:, :, 0] = batch
-    shapes[:, :, 1] = by_part.max(axis=2).T if batch else 0
-    values = [sink._values(row_counts, int(total))
-              for sink, row_counts, total in zip(sinks, counts, totals.sum(axis=1).tolist())]
-    firsts = np.cumsum(totals, axis=1) - totals  # [features, parts]: where a part's values begin
+    table = np.empty((parts, len(sinks), 5), dtype=np.int64)
+    sparse_table(counts, batch, table)
+    rows = table.tolist()  # [batch][feature]: batch, longest, begin, end, first
+    totals = [first + end - begin for _, _, begin, end, first in rows[-1]] if parts \
+        else [0] * len(sinks)
+    values = [sink._values(row_counts, total)
+              for sink, row_counts, total in zip(sinks, counts, totals)]
     out = [[] for _ in sinks]
-    for p, part_counts in enumerate(by_part.transpose(1, 0, 2)):  # [features, batch]
-        ends = np.cumsum(totals[:, p])
-        indices = np.empty((int(ends[-1]), 2), dtype=np.int64)
+    for p, part in enumerate(rows):
+        part_counts = counts[:, p * batch:(p + 1) * batch]  # (a view for one feature)
+        indices = np.empty((part[-1][3], 2), dtype=np.int64)
         sparse_indices(np.ascontiguousarray(part_counts).reshape(-1), batch, indices)
-        begins = (ends - totals[:, p]).tolist()
-        for k, (begin, end, first) in enumerate(zip(begins, ends.tolist(),
-                                                    firsts[:, p].tolist())):
+        shapes = table[p, :, :2]
+        for k, (_, _, begin, end, first) in enumerate(part):
             out[k].append(_new_sparse(SparseValue, (  # (see _sparse_1d)
-                indices[begin:end], values[k][first:first + end - begin], shapes[p, k])))
+                indices[begin:end], values[k][first:first + end - begin], shapes[k])))
     if size is not None:
         return out
     return [batches[0] if batches else
             SparseValue(np.empty((0, 2), dtype=np.int64), value, np.zeros(2, dtype=np.int64))
             for batches, value in zip(out, values)]
+
+
+def pure_sparse_table(counts: np.ndarray, batch: int, table: np.ndarray) -> None:
+    """Fills ``table`` (int64 ``[records / batch, features, 5]``) with where the
+    SparseValues of each batch of ``batch`` records lie, from the int64 ``counts``
+    (``[features, records]``): for each batch and feature, ``batch`` and the longest count
+    (its dense shape), where its indices begin and end among the batch's (feature after
+    feature), and where its values begin among the feature's (batch after batch). (The
+    core's ``sparse_table`` does the same in one pass.)"""
+    if not len(table):
+        return
+    by_part = counts.reshape(len(counts), len(table), batch)
+    totals = by_part.sum(axis=2).T  # [batches, features]
+    ends = totals.cumsum(axis=1)
+    table[:, :, 0] = batch
+    table[:, :, 1] = by_part.max(axis=2).T
+    table[:, :, 2] = ends - totals
+    table[:, :, 3] = ends
+    table[:, :, 4] = totals.cumsum(axis=0) - totals
 
 
 def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
@@ -170,6 +188,8 @@ def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None
 sparse_indices: Callable[[np.ndarray, int, np.ndarray], None] = (
     _core.core.sparse_indices if _core.core is not None
     and hasattr(_core.core, "sparse_indices") else pure_sparse_indices)
+sparse_table: Callable[[np.ndarray, int, np.ndarray], None] = (
+    _core.core.sparse_table if _core.core is not None else pure_sparse_table)
 
 
 def _unbatch(value):
