@@ -264,42 +264,6 @@ def test_the_walk_refuses_what_a_ragged_string_feature_asks_for_when_it_is_no_ar
                                  bytearray(1), bytearray(8), bytearray(1))
 
 
-@settings(max_examples=100)
-@given(st.integers(0, 5), st.integers(0, 40), st.integers(0, 2**32 - 1))
-def test_both_sparse_index_builders_agree(n_features, batch, seed):
-    # the VarLenFeatures' indices of a batch, (row, j) for each value j of each row, from
-    # the counts feature after feature: the core's one pass and the pure path's NumPy calls
-    counts = np.random.default_rng(seed).integers(0, 4, n_features * batch).astype(np.int64)
-    pure = np.empty((int(counts.sum()), 2), np.int64)
-    core = np.full_like(pure, -1)
-    qp.parsing._sinks.pure_sparse_indices(counts, batch, pure)
-    _core.core.sparse_indices(counts, batch, core)
-    assert core.tolist() == pure.tolist() == [
-        [row % batch, j] for row, count in enumerate(counts.tolist()) for j in range(count)]
-
-
-@pytest.mark.parametrize("counts, n_rows, out, problem", [
-    ([1, 2], 2, 2, r"^sparse_indices: the counts \(each >= 0\) do not add up to out's rows"),
-    ([1, 2], 2, 4, "do not add up"),
-    ([3, -1], 2, 2, "do not add up"),
-    ([1], 0, 1, "or n_rows is 0$"),
-    ([1], -1, 1, r"^sparse_indices: n_rows is -1, negative$"),
-])
-def test_the_core_refuses_counts_that_do_not_fit_the_indices(counts, n_rows, out, problem):
-    with pytest.raises(ValueError, match=problem):
-        _core.core.sparse_indices(np.array(counts, np.int64), n_rows,
-                                  np.empty((out, 2), np.int64))
-
-
-def test_the_core_refuses_index_buffers_not_of_int64():
-    with pytest.raises(ValueError, match=r"^sparse_indices: counts and out must be int64 "):
-        _core.core.sparse_indices(np.array([1], np.int32), 1, np.empty((1, 2), np.int64))
-    with pytest.raises(ValueError, match=r"^sparse_indices: counts and out must be int64 "):
-        _core.core.sparse_indices(np.array([1], np.int64), 1, np.empty(3, np.int64))
-    with pytest.raises(BufferError):  # read-only
-        _core.core.sparse_indices(np.array([1], np.int64), 1, bytes(16))
-
-
 _LISTS = fz.field(1, fz.field(1, b"v") + fz.field(2, fz.field(1, _INT64_LIST) * 2))
 _SEQUENCE_HOSTILE = {
     "plain sequence": _example(_entry(b"i", _INT64_LIST)) + fz.field(2, _LISTS),

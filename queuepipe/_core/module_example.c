@@ -729,56 +729,6 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(sparse_indices_doc,
-"sparse_indices(counts, n_rows, out) -> None\n\n"
-"The indices of VarLenFeatures' SparseValues from their counts: counts, an int64 buffer\n"
-"of n_rows counts per feature, feature after feature; out, a writable int64 buffer of\n"
-"[sum of counts, 2], which gets (row, j) for each value j of each row's count.");
-
-static PyObject *
-sparse_indices(PyObject *module, PyObject *args)
-{
-    (void)module;
-    PyObject *counts_arg, *out_arg;
-    Py_ssize_t n_rows;
-    if (!PyArg_ParseTuple(args, "OnO:sparse_indices", &counts_arg, &n_rows, &out_arg))
-        return NULL;
-    Py_buffer counts = {0}, out = {0};
-    PyObject *result = NULL;
-    if (n_rows < 0) {
-        PyErr_Format(PyExc_ValueError, "sparse_indices: n_rows is %zd, negative", n_rows);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(counts_arg, &counts, PyBUF_C_CONTIGUOUS) < 0
-        || writable(out_arg, &out, 0, "out") < 0)
-        goto done;
-    if (counts.len % sizeof(int64_t) != 0 || out.len % (2 * sizeof(int64_t)) != 0
-        || (uintptr_t)counts.buf % sizeof(int64_t) != 0
-        || (uintptr_t)out.buf % sizeof(int64_t) != 0) {
-        PyErr_SetString(PyExc_ValueError, "sparse_indices: counts and out must be int64 "
-                        "buffers ([n] and [n, 2]) at addresses that are multiples of 8");
-        goto done;
-    }
-    PyThreadState *saved = qp_gil_let_go((size_t)out.len, QP_GIL_FREE_BYTES);
-    qp_walk_status status = qp_sparse_indices(counts.buf,
-                                              (size_t)counts.len / sizeof(int64_t),
-                                              (size_t)n_rows, out.buf,
-                                              (size_t)out.len / (2 * sizeof(int64_t)));
-    qp_gil_take(saved);
-    if (status != QP_WALK_OK) {
-        PyErr_SetString(PyExc_ValueError, "sparse_indices: the counts (each >= 0) do not add "
-                        "up to out's rows, or n_rows is 0");
-        goto done;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    if (counts.obj != NULL)
-        PyBuffer_Release(&counts);
-    if (out.obj != NULL)
-        PyBuffer_Release(&out);
-    return result;
-}
-
 PyDoc_STRVAR(sparse_table_doc,
 "sparse_table(counts, n, table) -> None\n\n"
 "Where each batch of n records' VarLenFeature SparseValues lie, from the counts the walk\n"
@@ -959,7 +909,6 @@ static PyMethodDef example_methods[] = {
     {"walk_one", walk_one, METH_VARARGS, walk_one_doc},
     {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
     {"join_equal", join_equal, METH_O, join_equal_doc},
-    {"sparse_indices", sparse_indices, METH_VARARGS, sparse_indices_doc},
     {"sparse_table", sparse_table, METH_VARARGS, sparse_table_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
      walk_sequence_example_doc},

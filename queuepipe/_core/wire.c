@@ -571,27 +571,6 @@ qp_walk_examples(const qp_span *records, size_t n_records, qp_feature *features,
 }
 
 qp_walk_status
-qp_sparse_indices(const int64_t *counts, size_t n_segments, size_t n_rows, int64_t *out,
-                  size_t n_out)
-{
-    if (n_segments > 0 && n_rows == 0)
-        return QP_WALK_BAD_ARGUMENT;
-    size_t written = 0, row = 0;
-    for (size_t s = 0; s < n_segments; s++) {
-        int64_t count = counts[s];
-        if (count < 0 || (uint64_t)count > n_out - written)
-            return QP_WALK_BAD_ARGUMENT;
-        for (int64_t j = 0; j < count; j++, written++) {
-            out[2 * written] = (int64_t)row;
-            out[2 * written + 1] = j;
-        }
-        if (++row == n_rows)
-            row = 0;
-    }
-    return written == n_out ? QP_WALK_OK : QP_WALK_BAD_ARGUMENT;
-}
-
-qp_walk_status
 qp_sparse_table(const int64_t *counts, size_t n_features, size_t n_records, size_t per_batch,
                 int64_t *table, size_t n_table)
 {

@@ -96,15 +96,6 @@ qp_walk_status qp_walk_sequence_example(qp_span record, qp_feature *context, siz
                                         qp_feature *lists, size_t n_lists,
                                         uint8_t *handed_back);
 
-/* The indices of the SparseValues of VarLenFeatures, from the counts the walk gave: counts
- * holds n_segments counts, n_rows per feature (a feature's rows one after the other, then
- * the next feature's); out gets, for each segment s and each of its count values j, the
- * pair (s % n_rows, j), segment after segment: n_out pairs, 2 * n_out int64s. Returns
- * QP_WALK_OK, or QP_WALK_BAD_ARGUMENT when a count is negative, n_rows is 0 with segments,
- * or the counts do not add up to n_out (out is then partly written). */
-qp_walk_status qp_sparse_indices(const int64_t *counts, size_t n_segments, size_t n_rows,
-                                 int64_t *out, size_t n_out);
-
 /* Where each batch's SparseValues lie, from the counts the walk gave: counts holds n_records
  * counts per feature (feature after feature), the records making batches of per_batch;
  * table gets, for each batch p and feature k (n_table = batches * n_features * 5 int64s,

@@ -9,7 +9,7 @@ import numpy as np
 
 from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
-from queuepipe.sparse import SparseValue, counted, segments
+from queuepipe.sparse import SparseValue, counted, fill_list_indices, segments
 
 
 class _DenseOut:
@@ -124,7 +124,7 @@ def _sparse_values(sinks, size=None):
     the list of those of its batches of ``size`` records). Where each batch's values and
     indices lie comes from one table (:data:`sparse_table`); the indices of a batch are made
     at once, feature after feature, in one ``[values, 2]`` array whose rows of each feature
-    are its ``indices`` (:data:`sparse_indices`): an array per batch, so that a batch's
+    are its ``indices`` (:func:`~queuepipe.sparse.fill_list_indices`): an array per batch, so that a batch's
     SparseValues hold no other batch's indices (and a group of batches no array large
     enough to cost fresh pages each time). A dense shape is a view of the table's row."""
     if not sinks:
@@ -144,7 +144,7 @@ def _sparse_values(sinks, size=None):
     for p, part in enumerate(rows):
         part_counts = counts[:, p * batch:(p + 1) * batch]  # (a view for one feature)
         indices = np.empty((part[-1][3], 2), dtype=np.int64)
-        sparse_indices(np.ascontiguousarray(part_counts).reshape(-1), batch, indices)
+        fill_list_indices(np.ascontiguousarray(part_counts).reshape(-1), batch, indices)
         shapes = table[p, :, :2]
         for k, (_, _, begin, end, first) in enumerate(part):
             out[k].append(_new_sparse(SparseValue, (  # (see _sparse_1d)
@@ -175,19 +175,6 @@ def pure_sparse_table(counts: np.ndarray, batch: int, table: np.ndarray) -> None
     table[:, :, 4] = totals.cumsum(axis=0) - totals
 
 
-def pure_sparse_indices(counts: np.ndarray, batch: int, out: np.ndarray) -> None:
-    """Fills ``out`` (int64 ``[counts.sum(), 2]``) with the SparseValue indices of the int64
-    ``counts``, ``batch`` per feature, feature after feature: ``(row, j)`` for each value
-    ``j`` of each row. (The core's ``sparse_indices`` does the same in one pass.)"""
-    starts = np.cumsum(counts) - counts
-    rows = np.tile(np.arange(batch, dtype=np.int64), len(counts) // batch if batch else 0)
-    out[:, 0] = np.repeat(rows, counts)
-    out[:, 1] = np.arange(len(out), dtype=np.int64) - np.repeat(starts, counts)
-
-
-sparse_indices: Callable[[np.ndarray, int, np.ndarray], None] = (
-    _core.core.sparse_indices if _core.core is not None
-    and hasattr(_core.core, "sparse_indices") else pure_sparse_indices)
 sparse_table: Callable[[np.ndarray, int, np.ndarray], None] = (
     _core.core.sparse_table if _core.core is not None else pure_sparse_table)
 
