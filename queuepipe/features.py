@@ -277,10 +277,10 @@ class _Planned:
         parsed again by the consumer, alone."""
         if len(batches) == 1:
             parsed = [self._parse_one(batches[0][SERIALIZED], batches[0][ORDINAL])]
-        else:  # drawn ahead together, of one size
+        else:  # drawn ahead together, of one size (a list: no object array made)
             parsed = parse_example_batches(
-                np.concatenate([batch[SERIALIZED] for batch in batches]), self._features,
-                len(batches[0][SERIALIZED]))
+                [record for batch in batches for record in batch[SERIALIZED].tolist()],
+                self._features, len(batches[0][SERIALIZED]))
         for batch, out in zip(batches, parsed):
             out[ORDINAL] = batch[ORDINAL]
         return parsed

@@ -504,7 +504,9 @@ class ReadPlan:
         low, left = self._low, self._left
         forgotten = end = 0
         for base, where in self._tickets:
-            if left[base - low:base - low + where[-1]].any():
+            # (bytes' search, not NumPy's any(): the consumer runs this holding the marks
+            # lock, and NumPy lets go of the GIL for 500 marks or more)
+            if 1 in left[base - low:base - low + where[-1]].tobytes():
                 break
             forgotten, end = forgotten + 1, base - low + where[-1]
         if forgotten:

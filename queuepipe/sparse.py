@@ -29,7 +29,8 @@ from queuepipe._core import core
 from queuepipe.errors import InvalidArgumentError
 
 __all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
-           "batch_size", "places", "segments", "counted", "list_indices", "is_list"]
+           "batch_size", "places", "segments", "counting", "counted", "zeroed",
+           "list_indices", "is_list"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -182,7 +183,7 @@ class Rows:
             indices = list_indices(self.lengths, len(self.values))
         else:
             indices = np.empty((len(self.values), rank + 1), dtype=np.int64)
-            indices[:, 0] = _counting(n).repeat(self.lengths)
+            indices[:, 0] = counting(n).repeat(self.lengths)
             indices[:, 1:] = self.inner
         dense_shape = np.empty(rank + 1, dtype=np.int64)
         dense_shape[0] = n
@@ -287,7 +288,7 @@ def _all_as_lists(values: Sequence[SparseValue]) -> Optional[np.ndarray]:
         return None
     counts = [len(value.indices) for value in values]
     indices = np.concatenate([value.indices for value in values])
-    keys = indices[:, 0] + (_counting(len(values)) * n).repeat(counts)
+    keys = indices[:, 0] + (counting(len(values)) * n).repeat(counts)
     try:
         lengths = np.bincount(keys, minlength=len(values) * n)
     except ValueError:  # a negative row
@@ -299,7 +300,7 @@ def _all_as_lists(values: Sequence[SparseValue]) -> Optional[np.ndarray]:
         return None
     starts -= lengths
     places = starts.take(keys)
-    np.subtract(_counting(len(keys)), places, out=places)
+    np.subtract(counting(len(keys)), places, out=places)
     if not (indices[:, 1] == places).all():
         return None
     return lengths.reshape(len(values), n)
@@ -322,12 +323,12 @@ def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
     rows = indices[:, 0]
     if len(rows) > 1 and (rows[1:] < rows[:-1]).any():
         return None
-    bounds = rows.searchsorted(_counting(n + 1))
+    bounds = rows.searchsorted(counting(n + 1))
     if bounds[0] != 0 or bounds[-1] != len(indices):  # a row outside 0 .. n - 1
         return None
     lengths = bounds[1:] - bounds[:-1]
     places = bounds[:-1].repeat(lengths)
-    np.subtract(_counting(len(indices)), places, out=places)
+    np.subtract(counting(len(indices)), places, out=places)
     if not (indices[:, 1] == places).all():
         return None
     return lengths
@@ -335,7 +336,7 @@ def _as_lists(indices: np.ndarray, n: int) -> Optional[np.ndarray]:
 
 def is_list(indices: np.ndarray) -> bool:
     """True when ``indices [N, rank]`` are those of a plain list: rank 1, ``0 .. N - 1``."""
-    return indices.shape[1] == 1 and bool((indices[:, 0] == _counting(len(indices))).all())
+    return indices.shape[1] == 1 and bool((indices[:, 0] == counting(len(indices))).all())
 
 
 def _listed(indices: Sequence[Any], counts: List[int]) -> bool:
@@ -354,8 +355,8 @@ def _listed(indices: Sequence[Any], counts: List[int]) -> bool:
         joined = b"".join(indices)
     except (BufferError, TypeError, ValueError):  # not contiguous, not arrays, objects
         return False
-    counting = _counting(max(counts, default=0)).tobytes()
-    return len(joined) == 8 * total and joined == b"".join([counting[:8 * n] for n in counts])
+    numbers = counting(max(counts, default=0)).tobytes()
+    return len(joined) == 8 * total and joined == b"".join([numbers[:8 * n] for n in counts])
 
 
 def _plain_lists(columns: np.ndarray, lengths: np.ndarray) -> bool:
@@ -414,13 +415,13 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
     if (lengths.min() < 0 or lengths.max() > len(out) or lengths.sum() != len(out)) \
             if len(lengths) else len(out):
         _refuse_lengths(lengths, len(out))
-    elements = _counting(len(lengths))
+    elements = counting(len(lengths))
     if n != len(lengths):
         elements = elements % n
     starts = lengths.cumsum()
     starts -= lengths
     places = starts.repeat(lengths)
-    np.subtract(_counting(len(out)), places, out=places)
+    np.subtract(counting(len(out)), places, out=places)
     out[:, 0], out[:, 1] = elements.repeat(lengths), places
 
 
@@ -439,7 +440,7 @@ def _refuse_lengths(lengths: np.ndarray, rows: int) -> None:
                      f"({lengths[negative[0]]})")
 
 
-# 0, 1, 2, ... (read-only, shared by every thread): _counting's views of it.
+# 0, 1, 2, ... (read-only, shared by every thread): counting's views of it.
 _COUNT = np.arange(1 << 12, dtype=np.int64)
 _COUNT.flags.writeable = False
 
@@ -450,7 +451,7 @@ _MAX_COUNT = 1 << 18
 _KEEP_GIL_VALUES = 1 << 13
 
 
-def _counting(n: int) -> np.ndarray:
+def counting(n: int) -> np.ndarray:
     """``np.arange(n)`` of int64, as a read-only view where it can be: a ragged batch's
     index building takes several, and a large array made and dropped per call costs the
     allocator fresh pages each time."""
@@ -466,12 +467,19 @@ def _counting(n: int) -> np.ndarray:
     return count[:n]
 
 
+def zeroed(n: int) -> np.ndarray:
+    """A new, writable int64 array of ``n`` zeros, made without letting go of the GIL
+    (``np.zeros`` of 1 KiB or more lets go of it to ``calloc``: with runner threads beside
+    it, a hand-over for a 512-record chunk's counts)."""
+    return np.frombuffer(bytearray(8 * n), dtype=np.int64)
+
+
 def counted(n: int) -> np.ndarray:
     """A new, writable int64 array of ``0 .. n - 1``, made without letting go of the GIL
     for up to a few hundred items. (``np.arange`` lets go of it to fill its array: once per
     feature and record, with runner threads beside it, the GIL went to another thread often
     enough to cost 36 us a call on average in the per-record pattern of a wide schema.)"""
-    return _counting(n).copy()
+    return counting(n).copy()
 
 
 def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -484,7 +492,7 @@ def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     ends -= lengths  # each segment's start in the output
     np.subtract(starts, ends, out=ends)
     gather = ends.repeat(lengths)
-    gather += _counting(total)
+    gather += counting(total)
     return gather
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from helpers import runs_beside
 
 import queuepipe as qp
 from queuepipe import sparse
@@ -324,3 +325,24 @@ def test_list_indices_read_lengths_before_writing_out_they_share(fill):
     out[0] = [1, 2]
     fill(out[0], 2, out)
     assert out.tolist() == [[0, 0], [1, 0], [1, 1]]
+
+
+def test_zeroed_arrays_are_new_writable_zeros_made_holding_the_gil():
+    first, second = sparse.zeroed(4096), sparse.zeroed(4096)
+    assert first.dtype == np.int64 and first.shape == (4096,) and not first.any()
+    first[0] = 7
+    assert second[0] == 0 and sparse.zeroed(0).shape == (0,)
+    # np.zeros of 1 KiB or more lets go of the GIL to calloc; a runner thread's chunk
+    # bookkeeping then hands it over
+    assert runs_beside(lambda: [sparse.zeroed(1 << 16) for _ in range(200)]) == [False] * 5
+
+
+@pytest.mark.skipif(sparse.core is None, reason="the compiled core is not loaded")
+def test_a_batch_of_token_lists_gets_its_indices_holding_the_gil():
+    # 128 lists of about 130 values (270 KiB of indices, some 20 us): letting go of the GIL
+    # for so little costs more hand-overs than it lets another thread run
+    lengths = np.full(128, 130, dtype=np.int64)
+    out = np.empty((128 * 130, 2), dtype=np.int64)
+    assert runs_beside(lambda: [sparse.fill_list_indices(lengths, 128, out)
+                                for _ in range(20)]) == [False] * 5
+    assert out[-1].tolist() == [127, 129]

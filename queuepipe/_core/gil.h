@@ -17,12 +17,15 @@
 #define QP_GIL_FREE_BYTES 65536
 /* Wire walks (about 1 GB/s on token lists, slower on many small features): 16 KiB. */
 #define QP_GIL_FREE_WALK_BYTES 16384
-/* A queue's column copies (module_columns.c: gathers and compactions; a batch's list indices,
- * made there and where sparse values are batched) mostly run while the queue's lock is held:
- * a thread handed the GIL meanwhile that puts or takes blocks on that lock at once and hands
- * it back. They keep it below 128 KiB (about 20 us; a batch of 128 rows of 784 bytes is
- * 98 KiB), as the queue's Python copies do (_columns._KEEP_GIL_BYTES). */
+/* A queue's column copies (module_columns.c: gathers and compactions) mostly run while the
+ * queue's lock is held: a thread handed the GIL meanwhile that puts or takes blocks on that
+ * lock at once and hands it back. They keep it below 128 KiB (about 20 us; a batch of 128
+ * rows of 784 bytes is 98 KiB), as the queue's Python copies do (_columns._KEEP_GIL_BYTES). */
 #define QP_GIL_FREE_COLUMN_BYTES 131072
+/* A batch's list indices (module_columns.c's list_indices: 16 bytes a value, written at
+ * several GB/s) keep it below 1 MiB: a batch of 128 token lists is 270 KiB, some 20 us, less
+ * than the two hand-overs a let-go costs with another thread waiting. */
+#define QP_GIL_FREE_INDEX_BYTES 1048576
 
 /* Lets go of the GIL when bytes >= least; returns what qp_gil_take needs to take it back
  * (NULL: the GIL was kept). */

@@ -282,7 +282,7 @@ py_list_indices(PyObject *self, PyObject *args)
     size_t n_lists = (size_t)lengths->len / 8;
     if ((sizes = int64_copy(lengths)) == NULL)
         goto done;
-    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_COLUMN_BYTES);
+    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_INDEX_BYTES);
     qp_columns_status status = qp_columns_list_indices(sizes, n_lists, (size_t)per_batch,
                                                        out->buf, n_out, &bad);
     qp_gil_take(saved);

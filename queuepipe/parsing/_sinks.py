@@ -9,7 +9,7 @@ import numpy as np
 
 from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
-from queuepipe.sparse import SparseValue, counted, fill_list_indices, segments
+from queuepipe.sparse import SparseValue, counted, fill_list_indices, segments, zeroed
 
 
 class _DenseOut:
@@ -34,7 +34,7 @@ class _RaggedOut:
 
     def __init__(self, feature, batch):
         self.feature = feature
-        self.counts = np.zeros(batch, dtype=np.int64)
+        self.counts = zeroed(batch)
         self.singles = []  # (index, 1-D values)
         self.blocks = []  # (rows, [len(rows), n] values)
         self.raggeds = []  # (rows, their counts, their values one after the other)
