@@ -52,8 +52,8 @@ class _RaggedOut:
     def put_ragged(self, rows, counts, values):
         """Puts the values of the records ``rows`` (distinct, ascending), ``counts[i]`` of
         row ``rows[i]``'s one after the other in ``values``."""
-        if len(rows) == len(self.counts):  # every row, in order
-            self.counts[:] = counts
+        if len(rows) == len(self.counts) and counts.dtype == self.counts.dtype:
+            self.counts = counts  # every row, in order (a copy of 500 lets go of the GIL)
         else:
             self.counts[rows] = counts
         if len(values):
@@ -132,7 +132,8 @@ def _sparse_values(sinks, size=None):
     records = len(sinks[0].counts)
     batch = records if size is None else size
     parts = records // batch if batch else 0
-    counts = np.stack([sink.counts for sink in sinks])  # [features, records]
+    counts = np.stack([sink.counts for sink in sinks]) if len(sinks) > 1 else \
+        sinks[0].counts.reshape(1, -1)  # [features, records] (one: a view, no copy)
     table = np.empty((parts, len(sinks), 5), dtype=np.int64)
     sparse_table(counts, batch, table)
     rows = table.tolist()  # [batch][feature]: batch, longest, begin, end, first
