@@ -158,6 +158,7 @@ def _shuffle_slots(slots: np.ndarray, start: int, places: np.ndarray) -> None:
 
 _core_shuffle_in = getattr(core, "shuffle_in", None) if core is not None else None
 
+
 class RandomShuffleQueue(QueueBase):
     """A queue that hands out its elements in random order.
 

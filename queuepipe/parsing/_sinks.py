@@ -124,9 +124,10 @@ def _sparse_values(sinks, size=None):
     the list of those of its batches of ``size`` records). Where each batch's values and
     indices lie comes from one table (:data:`sparse_table`); the indices of a batch are made
     at once, feature after feature, in one ``[values, 2]`` array whose rows of each feature
-    are its ``indices`` (:func:`~queuepipe.sparse.fill_list_indices`): an array per batch, so that a batch's
-    SparseValues hold no other batch's indices (and a group of batches no array large
-    enough to cost fresh pages each time). A dense shape is a view of the table's row."""
+    are its ``indices`` (:func:`~queuepipe.sparse.fill_list_indices`): an array per batch,
+    so that a batch's SparseValues hold no other batch's indices (and a group of batches no
+    array large enough to cost fresh pages each time). A dense shape is a view of the
+    table's row."""
     if not sinks:
         return []
     records = len(sinks[0].counts)
