@@ -618,7 +618,11 @@ class QueueBase:
         would take one now (the queue open: min_after_dequeue stays behind), for the caller
         to finish (:meth:`_finish_ahead`). Lock held."""
         while self._can_draw_ahead():
-            entry = [self._take(self._ahead_size), None]
+            try:
+                entry = [self._take(self._ahead_size), None]
+            except BaseException:  # a put just before may have left the dequeues asleep
+                self._wake_consumers()
+                raise
             self._ahead.append(entry)
             drawn.append(entry)
 

@@ -818,6 +818,32 @@ def test_a_put_that_draws_ahead_wakes_a_waiting_dequeue_only_once_its_batch_is_f
     assert got == [[0, 1, 2, 3]] and q.dequeue_many(4) == [4, 5, 6, 7]
 
 
+def test_a_draw_ahead_that_raises_after_a_put_still_wakes_the_waiting_dequeue():
+    # the put skipped the wake-up for the batch it was about to draw; the draw failing, the
+    # dequeue must not sleep on through elements it could take
+    q = qp.FIFOQueue(20, qp.int64, shapes=[])
+    q._draw_ahead(4, 2, lambda batches: [batch.tolist() for batch in batches])
+    take = q._take
+
+    def failing_take(n):
+        q._take = take  # once
+        raise RuntimeError("no memory for the batch")
+
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(q.dequeue_many(4)))
+    consumer.start()
+    try:
+        wait_until(lambda: q._needs, "the dequeue waits")
+        q._take = failing_take
+        with pytest.raises(RuntimeError, match="no memory"):
+            q.enqueue_many(np.arange(8))
+        wait_until(lambda: got, "the dequeue took its batch")
+    finally:
+        q.close(cancel_pending_enqueues=True)
+        consumer.join(timeout=10)
+    assert got == [[0, 1, 2, 3]]
+
+
 def test_a_batch_finish_that_raises_fails_the_consumer_with_the_records_kept():
     # a group drawn ahead that raises is drawn again by the consumer, a batch at a time: the
     # good batch comes out, the bad one raises its own error and stays in the queue
