@@ -268,23 +268,7 @@ def _taken_rows(table: np.ndarray, index: Any) -> np.ndarray:
     lock: a thread handed the GIL meanwhile that puts or takes blocks on the lock and hands
     it back."""
     index = np.ascontiguousarray(index, dtype=np.int64)
-    return _gathered(table, index, _ones(len(index)), len(index))
-
-
-_ONES = np.ones(0, dtype=np.int64)
-_ONES.flags.writeable = False
-
-
-def _ones(n: int) -> np.ndarray:
-    """``n`` int64 ones, a read-only view of one array shared by all callers (as long as the
-    longest asked for)."""
-    global _ONES
-    ones = _ONES
-    if len(ones) < n:
-        ones = np.ones(max(n, 2 * len(ones)), dtype=np.int64)
-        ones.flags.writeable = False
-        _ONES = ones
-    return ones[:n]
+    return _gathered(table, index, sparse.ones(len(index)), len(index))
 
 
 class DenseColumn:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import collections
 import operator
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -29,8 +29,8 @@ from queuepipe._core import core
 from queuepipe.errors import InvalidArgumentError
 
 __all__ = ["SparseValue", "Rows", "as_sparse", "stack", "split", "split_all", "select",
-           "batch_size", "places", "segments", "counting", "counted", "zeroed",
-           "list_indices", "is_list"]
+           "batch_size", "places", "segments", "counting", "ones", "counted",
+           "zeroed", "list_indices", "is_list"]
 
 
 class SparseValue(collections.namedtuple("SparseValue", ["indices", "values", "dense_shape"])):
@@ -440,31 +440,45 @@ def _refuse_lengths(lengths: np.ndarray, rows: int) -> None:
                      f"({lengths[negative[0]]})")
 
 
-# 0, 1, 2, ... (read-only, shared by every thread): counting's views of it.
-_COUNT = np.arange(1 << 12, dtype=np.int64)
-_COUNT.flags.writeable = False
-
-# The longest _COUNT grows to (2 MB): longer counts are made per call.
+# The longest a shared array grows to (2 MB): longer ones are made per call.
 _MAX_COUNT = 1 << 18
 
 # The most values whose indices stack checks by their bytes, with the GIL held (64 KB).
 _KEEP_GIL_VALUES = 1 << 13
 
 
-def counting(n: int) -> np.ndarray:
-    """``np.arange(n)`` of int64, as a read-only view where it can be: a ragged batch's
-    index building takes several, and a large array made and dropped per call costs the
-    allocator fresh pages each time."""
-    global _COUNT
-    count = _COUNT
-    if n <= len(count):
-        return count[:n]
-    if n > _MAX_COUNT:
-        return np.arange(n, dtype=np.int64)
-    count = np.arange(max(n, 2 * len(count)), dtype=np.int64)
-    count.flags.writeable = False
-    _COUNT = count  # (a thread still reading the old one keeps it alive meanwhile)
-    return count[:n]
+class _Shared:
+    """Read-only int64 arrays of ``n`` items made by ``make`` (``np.arange``, ``np.ones``),
+    as views of one array shared by every thread, which grows by doubling up to
+    ``_MAX_COUNT`` items (longer ones are made per call): a batch's bookkeeping takes
+    several, and a large array made and dropped per call costs the allocator fresh pages
+    each time."""
+
+    __slots__ = ("_make", "_array")
+
+    def __init__(self, make: Callable[..., np.ndarray]) -> None:
+        self._make = make
+        self._array = self._frozen(1 << 12)
+
+    def _frozen(self, n: int) -> np.ndarray:
+        array = self._make(n, dtype=np.int64)
+        array.flags.writeable = False
+        return array
+
+    def __call__(self, n: int) -> np.ndarray:
+        array = self._array
+        if n <= len(array):
+            return array[:n]
+        if n > _MAX_COUNT:
+            return self._make(n, dtype=np.int64)
+        array = self._frozen(max(n, 2 * len(array)))
+        self._array = array  # (a thread still reading the old one keeps it alive meanwhile)
+        return array[:n]
+
+
+# ``np.arange(n)`` and ``np.ones(n)`` of int64, read-only views where they can be.
+counting = _Shared(np.arange)
+ones = _Shared(np.ones)
 
 
 def zeroed(n: int) -> np.ndarray:

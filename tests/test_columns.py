@@ -663,9 +663,9 @@ def test_rows_taken_by_an_index_array_are_numpys_rows():
                 assert got.dtype == table.dtype and got.shape == (len(index),) + shape
                 assert np.array_equal(got, table[index])
                 assert not np.shares_memory(got, table)
-    ones = _columns._ones(3000)
+    ones = sparse.ones(3000)
     assert ones.dtype == np.int64 and ones.tolist() == [1] * 3000
-    assert not ones.flags.writeable and len(_columns._ones(5)) == 5
+    assert not ones.flags.writeable and len(sparse.ones(5)) == 5
 
 
 @pytest.mark.skipif(queues._core_shuffle_in is None, reason="the compiled core is not loaded")
