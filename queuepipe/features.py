@@ -278,9 +278,10 @@ class _Planned:
         if len(batches) == 1:
             parsed = [self._parse_one(batches[0][SERIALIZED], batches[0][ORDINAL])]
         else:  # drawn ahead together, of one size (a list: no object array made)
-            parsed = parse_example_batches(
-                [record for batch in batches for record in batch[SERIALIZED].tolist()],
-                self._features, len(batches[0][SERIALIZED]))
+            records = batches[0][SERIALIZED].tolist()
+            for batch in batches[1:]:
+                records += batch[SERIALIZED].tolist()
+            parsed = parse_example_batches(records, self._features, len(batches[0][SERIALIZED]))
         for batch, out in zip(batches, parsed):
             out[ORDINAL] = batch[ORDINAL]
         return parsed
