@@ -78,7 +78,12 @@ _SPAN_PER_HELD = 64
 # of 512, batches of 128, 4 drawn ahead: 122-127 batches of 938 parsed by the consumer, 79
 # with 8). Two enqueue threads run faster than one only when each draws and parses as many
 # batches in a call as its chunk brought (tokens, chunks of 2,048: 1.2-1.4x one thread with
-# all 16 of a chunk's batches drawn in a call, none with 8: docs/performance.md).
+# all 16 of a chunk's batches drawn in a call, none with 8: docs/performance.md). So each
+# enqueue thread has its two chunks' worth: with two threads sharing two chunks' worth, the
+# batches drawn often reached the limit while a thread's chunk went in, its batches were
+# left undrawn, and the consumer drew and parsed them itself, holding the queue's lock
+# (tokens, 2 threads, 240,000 records: 648-656 batches of 1,875 parsed by the consumer, 79
+# with each thread's own two chunks' worth; 547k -> 711k records/s, medians of 4).
 _CHUNKS_DRAWN_AHEAD = 2
 
 # Records this long or longer on average (the first file's first _PROBED_RECORDS, by their
@@ -88,9 +93,10 @@ _PARSED_BEFORE_BYTES = 16 << 10
 _PROBED_RECORDS = 8
 
 
-def _drawn_ahead(read_batch_size: int, batch_size: int) -> int:
-    """The batches drawn ahead of the consumer: two chunks' worth, at least 2."""
-    return max(2, _CHUNKS_DRAWN_AHEAD * -(-read_batch_size // batch_size))
+def _drawn_ahead(read_batch_size: int, batch_size: int, threads: int) -> int:
+    """The batches drawn ahead of the consumer: two chunks' worth per enqueue thread, at
+    least 2."""
+    return max(2, _CHUNKS_DRAWN_AHEAD * threads * -(-read_batch_size // batch_size))
 
 # Longest single wait for a turn, so that a stopped pipeline's threads notice promptly.
 _TURN_SLICE_SECS = 0.1
@@ -682,7 +688,8 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
                         allow_smaller_final_batch=allow_smaller_final_batch,
                         ordered=seed is not None, structure=planned.structure,
                         make_op=planned.make_op,
-                        draw_ahead=_drawn_ahead(read_batch_size, batch_size),
+                        draw_ahead=_drawn_ahead(read_batch_size, batch_size,
+                                                  num_enqueue_threads),
                         finish=planned.parse if parse_fn is None and not parse_before
                         else None)
     batches._saver = planned

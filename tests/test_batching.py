@@ -1408,14 +1408,30 @@ def test_enqueue_many_of_a_sparse_value_of_rank_below_two_names_the_component(de
         next(batches)
 
 
-def test_read_batch_features_draws_two_chunks_worth_of_batches_ahead():
+def test_read_batch_features_draws_two_chunks_worth_of_batches_ahead_per_thread():
     # an enqueue draws and parses all the batches its chunk brought in one call (two threads
-    # gain over one only then): two chunks' worth wait at most, at least two batches
+    # gain over one only then): two chunks' worth per enqueue thread wait at most (shared by
+    # two threads, the limit left a thread's batches to the consumer), at least two batches
     from queuepipe.features import _drawn_ahead
 
-    assert _drawn_ahead(512, 128) == 8 and _drawn_ahead(2048, 128) == 32
-    assert _drawn_ahead(500, 128) == 8  # (a part batch counts)
-    assert _drawn_ahead(512, 1000) == 2 and _drawn_ahead(1, 1) == 2
+    assert _drawn_ahead(512, 128, 1) == 8 and _drawn_ahead(2048, 128, 1) == 32
+    assert _drawn_ahead(500, 128, 1) == 8  # (a part batch counts)
+    assert _drawn_ahead(512, 1000, 1) == 2 and _drawn_ahead(1, 1, 1) == 2
+    assert _drawn_ahead(512, 128, 2) == 16 and _drawn_ahead(512, 128, 4) == 32
+    assert _drawn_ahead(512, 1000, 2) == 4
+
+
+def test_read_batch_features_gives_its_queue_each_threads_batches_drawn_ahead(tmp_path):
+    path = str(tmp_path / "data.tfrecord")
+    with qp.io.TFRecordWriter(path) as writer:
+        for i in range(20):
+            writer.write(make_example({"id": i}).SerializeToString())
+    batches = read_batch_features(path, 4, {"id": FixedLenFeature([], qp.int64)},
+                                  num_epochs=1, num_enqueue_threads=3, read_batch_size=8,
+                                  seed=0)
+    got = sorted(sum((batch["id"].tolist() for batch in batches), []))
+    assert batches.queue.built._ahead_limit == 3 * 2 * 2  # threads x chunks x batches
+    assert got == list(range(20))
 
 
 def test_read_batch_features_leaves_the_consumer_a_core_when_the_core_parses(monkeypatch):
