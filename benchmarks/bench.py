@@ -29,8 +29,9 @@ What it does, in one run:
    * ``qp_per_record``: the seeds' pattern, ``string_input_producer`` -> ``TFRecordReader.read``
      -> ``parse_single_example`` -> ``decode_raw`` -> ``shuffle_batch`` (2 threads);
    * ``qp_bulk``: ``read_batch_features`` whose ``parse_fn`` is one ``parse_example`` and one
-     ``decode_raw`` per chunk of 512 records (``read_batch_size``), one enqueue thread (the
-     fastest on 2 cores: see the scaling table and docs/performance.md).
+     ``decode_raw`` per chunk (``read_batch_size``: read_batch_features' default, 2,048
+     records but for large's 512), one enqueue thread (the default on 2 cores: see the
+     scaling table and docs/performance.md).
 
    Their shuffle buffer holds 10,000 records (large: 1,000, 100 MiB).
 3. With ``--peers-python``, runs ``bench_peers.py`` (beside this file) for the workload's peers
@@ -71,7 +72,11 @@ BATCH, BUFFER = 128, 10000
 # The large workload's shuffle buffer (each of its records is 100 KiB: 10,000 would hold 1 GiB),
 # the same in bench_peers.py.
 LARGE_BUFFER = 1000
-BULK_CHUNK = 512  # records per read_up_to + parse_example in qp_bulk
+# qp_bulk's read_batch_size: None, read_batch_features' default (a user's choice where
+# bench_stages.py --read-batch-size sets it).
+BULK_CHUNK: Optional[int] = None
+# Records per read_up_to in the scripts' own loops (bench_stages.py, instructions.py).
+READ_CHUNK = 512
 LAUNCH_ENV = "QUEUEPIPE_BENCH_LAUNCH"
 # bench_peers.py's peers run on each workload (tfrecord_pkg decodes mnist only; TF1's queue
 # runners are not run on wide, where a record costs them milliseconds, nor on large).

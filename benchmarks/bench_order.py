@@ -7,8 +7,8 @@ usage::
 
 In one run, on ``bench.py``'s workloads (written there if missing):
 
-1. **Seeded against unseeded** ``read_batch_features`` (``bench.py``'s ``qp_bulk``: chunks of
-   512, one ``parse_example`` each), 1 and 2 enqueue threads, on mnist, float and tokens:
+1. **Seeded against unseeded** ``read_batch_features`` (``bench.py``'s ``qp_bulk``: its default
+   chunks, one ``parse_example`` each), 1 and 2 enqueue threads, on mnist, float and tokens:
    the steady rate of each, and seeded / unseeded. A seeded pipeline enqueues its chunks in
    plan order (a thread waits for its turn) so that its batches repeat for any threads; the
    target is a seeded rate at least 0.90x the unseeded one on mnist. Also the per-record

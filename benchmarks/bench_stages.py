@@ -22,7 +22,8 @@ the pure path.
 
 ``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, every
 shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--repeat`` rounds
-interleaved (``--read-batch-size``: records per chunk, 512 by default, as in ``bench.py``):
+interleaved (``--read-batch-size``: records per chunk, by default read_batch_features' own,
+as in ``bench.py``):
 its records per second (the best round), its CPU per record (the least), the
 share of that CPU spent in the core's ``walk_examples`` calls (``walk_examples`` time is
 thread CPU time, added up over the threads), and the fastest round's thread CPU per record of
@@ -58,7 +59,7 @@ def read_chunks(qp, files):
         reader = qp.TFRecordReader()
         while True:
             try:
-                _, values = reader.read_up_to(names, bench.BULK_CHUNK)
+                _, values = reader.read_up_to(names, bench.BULK_CHUNK or bench.READ_CHUNK)
             except qp.errors.OutOfRangeError:
                 break
             chunks.append(list(values))
@@ -100,9 +101,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1],
                     help="with --pipeline: the enqueue thread counts to measure, each "
                          "--repeat times, interleaved")
-    ap.add_argument("--read-batch-size", type=int, default=bench.BULK_CHUNK,
-                    help="records per chunk (read_up_to's; with --pipeline, qp_bulk's "
-                         "read_batch_size)")
+    ap.add_argument("--read-batch-size", type=int, default=None,
+                    help="records per chunk (read_up_to's, 512 by default; with --pipeline, "
+                         "qp_bulk's read_batch_size, read_batch_features' default by "
+                         "default)")
     args = ap.parse_args(argv)
     import queuepipe as qp
 

@@ -20,9 +20,9 @@ excluded.
   ``decode_raw``) called by ``shuffle_batch``'s enqueue op into a shuffle queue of 10,384
   elements, and ``dequeue_many(128)`` whenever it is nearly full. Fewer than about 10,200
   records only fill the queue: ``--warm 12000`` counts the steady state, batches leaving.
-* ``bulk``: ``read_up_to(1024)``, ``parse_example``, ``decode_raw`` and ``enqueue_many`` into a
+* ``bulk``: ``read_up_to(512)``, ``parse_example``, ``decode_raw`` and ``enqueue_many`` into a
   shuffle queue of 20,000 elements, drained by ``dequeue_many(128)`` down to 10,128.
-* ``read``: ``read_up_to(1024)`` alone: framing and both checksums of every record, what the
+* ``read``: ``read_up_to(512)`` alone: framing and both checksums of every record, what the
   compiled core does (``QUEUEPIPE_PURE=1``: the pure path's cost).
 * ``features`` and ``features_seeded``: ``bench.py``'s ``qp_bulk`` itself
   (``read_batch_features``, its threads included), unseeded and with ``seed=0``: what a seed
@@ -86,12 +86,12 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
     if pipeline == "read":
         done = 0
         while done < records:
-            done += len(reader.read_up_to(filenames, bench.BULK_CHUNK)[1])
+            done += len(reader.read_up_to(filenames, bench.READ_CHUNK)[1])
         return records
     if pipeline == "parse":
         specs, done = bench._specs(qp, workload), 0
         while done < records:
-            _, values = reader.read_up_to(filenames, bench.BULK_CHUNK)
+            _, values = reader.read_up_to(filenames, bench.READ_CHUNK)
             qp.io.parse_example(values, specs)
             done += len(values)
         return done
@@ -119,10 +119,10 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
                                   shapes=[[784], []], names=["image", "label"], seed=0)
     done = 0
     while done < records:
-        _, values = reader.read_up_to(filenames, bench.BULK_CHUNK)
+        _, values = reader.read_up_to(filenames, bench.READ_CHUNK)
         queue.enqueue_many(bench._decoded(qp, qp.io.parse_example(values, specs), "mnist"))
         done += len(values)
-        while queue.size() >= bench.BUFFER + bench.BATCH + bench.BULK_CHUNK:
+        while queue.size() >= bench.BUFFER + bench.BATCH + bench.READ_CHUNK:
             queue.dequeue_many(bench.BATCH)
     return records
 

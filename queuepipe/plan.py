@@ -115,6 +115,8 @@ class ReadPlan:
       order: one of :data:`ORDERS`.
       seed: the seed of the epochs' orders.
       keyed: the records have keys ``b"<file>:<position>"`` (:meth:`keys_of`).
+      reader: the reader to read with, made by ``make_reader`` already (for a caller that
+        looks at it first); by default the plan makes it.
 
     Raises:
       InvalidArgumentError: ``"global"`` with a file that has no ``.index`` matching it, or a
@@ -122,12 +124,13 @@ class ReadPlan:
     """
 
     def __init__(self, files: Sequence[str], make_reader: Callable[[], Any], chunk_size: int,
-                 num_epochs: Optional[int], order: str, seed: int, keyed: bool) -> None:
+                 num_epochs: Optional[int], order: str, seed: int, keyed: bool,
+                 reader: Optional[ReaderBase] = None) -> None:
         if order not in ORDERS:
             raise InvalidArgumentError(f"the order must be one of {ORDERS}, got {order!r}")
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
-        self._reader = reader_of(make_reader())
+        self._reader = reader if reader is not None else reader_of(make_reader())
         self._chunk_size = chunk_size
         self._num_epochs = num_epochs
         self._order = order

@@ -251,6 +251,36 @@ def test_read_batch_features_parses_long_records_before_the_queue(tmp_path, opti
                for i, blob in zip(batch["id"].tolist(), batch["blob"]))
 
 
+def test_read_batch_features_default_chunk_is_about_8_mib_of_records():
+    from queuepipe.features import _default_read_batch_size
+
+    assert _default_read_batch_size(128, 199.0) == 2048  # short records: the most
+    assert _default_read_batch_size(128, 4096.0) == 2048
+    assert _default_read_batch_size(128, 10000.0) == 838  # 8 MiB of them
+    assert _default_read_batch_size(128, 16384.0) == 512
+    assert _default_read_batch_size(128, 100000.0) == 512  # long ones: the least
+    assert _default_read_batch_size(128, None) == 512  # not probed
+    assert _default_read_batch_size(128, 0.0) == 2048  # (empty records)
+    assert _default_read_batch_size(4096, 199.0) == 4096  # at least a batch
+
+
+@pytest.mark.parametrize("kind, options, chunk", [("short", None, 2048), ("short", "GZIP", 512),
+                                                  ("long", None, 512)])
+def test_read_batch_features_picks_its_chunk_by_the_first_records(tmp_path, kind, options,
+                                                                    chunk):
+    path = str(tmp_path / "data.tfrecord")
+    if kind == "long":
+        _long_records(path, options=options)
+    else:
+        with qp.io.TFRecordWriter(path, options=options) as writer:
+            for i in range(6):
+                writer.write(make_example({"id": i, "blob": b"x"}).SerializeToString())
+    batches = read_batch_features(path, 2, LONG, num_epochs=1, seed=0,
+                                  reader=lambda: TFRecordReader(options=options))
+    assert sorted(np.concatenate([batch["id"] for batch in batches]).tolist()) == list(range(6))
+    assert batches._saver.plan.chunk_size == chunk
+
+
 @pytest.mark.parametrize("bad", [4, 6])
 def test_read_batch_features_names_the_long_record_that_does_not_parse(tmp_path, bad):
     # parsed with its chunk before the queue: named by its file and offset all the same (its

@@ -305,7 +305,7 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
                                       "--threads", "1", "2", "--repeat", "2",
                                       "--read-batch-size", "256"]) == 0
     assert _core.core is core  # the timing wrappers are taken off again
-    assert sys.modules["bench"].BULK_CHUNK == 512  # (and bench.py's chunk put back)
+    assert sys.modules["bench"].BULK_CHUNK is None  # (and bench.py's chunk put back)
     assert [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
             QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to,
             QueueRunner._run] == steps
