@@ -94,7 +94,7 @@ _PROBED_RECORDS = 8
 
 # read_batch_features' default chunk (see _default_read_batch_size): records of about
 # _CHUNK_BYTES in all, between _CHUNK_RECORDS (the records' length unknown, or long) and
-# _MOST_CHUNK_RECORDS. Each chunk costs its enqueue thread a read, a put, a draw and a few
+# _MOST_CHUNK_RECORDS, where the compiled core parses. Each chunk costs its enqueue thread a read, a put, a draw and a few
 # parse calls, and the consumer a wake-up, whatever its size: chunks of 2,048 records against
 # 512, one enqueue thread, cost 0.74x the CPU a record on float, 0.84x on tokens, 0.87x on
 # wide and as much on mnist (6 interleaved rounds each; instructions 0.85x, 0.78x, 0.92x and
@@ -512,12 +512,15 @@ def _probed_length(files: List[str], reader: Any) -> Optional[float]:
 
 def _default_read_batch_size(batch_size: int, length: Optional[float]) -> int:
     """``read_batch_features``' default ``read_batch_size`` for records of ``length`` bytes
-    on average (None: not probed): about ``_CHUNK_BYTES`` of records, at least
-    ``_CHUNK_RECORDS`` and at most ``_MOST_CHUNK_RECORDS`` (2,048 records of up to 4 KiB,
-    512 of 16 KiB or more, or of a length unknown), and at least a batch."""
+    on average (None: not probed): where the compiled core parses, about ``_CHUNK_BYTES`` of
+    records, at least ``_CHUNK_RECORDS`` and at most ``_MOST_CHUNK_RECORDS`` (2,048 records
+    of up to 4 KiB, 512 of 16 KiB or more, or of a length unknown); on the pure path
+    ``_CHUNK_RECORDS`` (there bigger chunks cost more: float, 2,048 against 512, 1.34x the
+    CPU a record in two A/B runs); at least a batch."""
     records = _CHUNK_RECORDS
-    if length is not None:
-        records = min(_MOST_CHUNK_RECORDS, max(_CHUNK_RECORDS, int(_CHUNK_BYTES // max(length, 1))))
+    if length is not None and core_available():
+        records = min(_MOST_CHUNK_RECORDS,
+                      max(_CHUNK_RECORDS, int(_CHUNK_BYTES // max(length, 1))))
     return max(batch_size, records)
 
 
@@ -645,10 +648,11 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         threads (chunks are enqueued in plan order); seeds the file orders and the shuffle.
       allow_smaller_final_batch: deliver the last, smaller batch; by default True when
         ``num_epochs`` is set (nothing is lost) and False otherwise.
-      read_batch_size: records per chunk. By default about 8 MiB of records, by the
-        first file's first headers: 2,048 records of up to 4 KiB, 512 of 16 KiB or more, or
-        where the records cannot be probed (a compressed or remote file, another reader);
-        at least ``batch_size``. A chunk costs a read, a put and a wake-up of the consumer
+      read_batch_size: records per chunk. By default, when the compiled core parses, about
+        8 MiB of records, by the first file's first headers: 2,048 records of up to 4 KiB,
+        512 of 16 KiB or more, or where the records cannot be probed (a compressed or
+        remote file, another reader); 512 on the pure-Python path; at least
+        ``batch_size``. A chunk costs a read, a put and a wake-up of the consumer
         whatever its size: bigger ones cost less CPU a record, and hold more memory.
       name: the scope of the queues' names; by default ``read_batch_features``, made unique.
       shuffle: ``"buffer"`` (with ``randomize_input``: the shuffle queue's buffer of

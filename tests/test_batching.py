@@ -21,6 +21,7 @@ from queuepipe.batching import (
     maybe_shuffle_batch_join, running, shuffle_batch, shuffle_batch_join,
 )
 from queuepipe.features import read_batch_features
+from queuepipe.parsing._walkers import core_available
 from queuepipe.errors import (
     DeadlineExceededError, InvalidArgumentError, NotFoundError, OutOfRangeError,
 )
@@ -251,9 +252,11 @@ def test_read_batch_features_parses_long_records_before_the_queue(tmp_path, opti
                for i, blob in zip(batch["id"].tolist(), batch["blob"]))
 
 
-def test_read_batch_features_default_chunk_is_about_8_mib_of_records():
+def test_read_batch_features_default_chunk_is_about_8_mib_of_records(monkeypatch):
+    from queuepipe import features
     from queuepipe.features import _default_read_batch_size
 
+    monkeypatch.setattr(features, "core_available", lambda: True)
     assert _default_read_batch_size(128, 199.0) == 2048  # short records: the most
     assert _default_read_batch_size(128, 4096.0) == 2048
     assert _default_read_batch_size(128, 10000.0) == 838  # 8 MiB of them
@@ -262,6 +265,8 @@ def test_read_batch_features_default_chunk_is_about_8_mib_of_records():
     assert _default_read_batch_size(128, None) == 512  # not probed
     assert _default_read_batch_size(128, 0.0) == 2048  # (empty records)
     assert _default_read_batch_size(4096, 199.0) == 4096  # at least a batch
+    monkeypatch.setattr(features, "core_available", lambda: False)
+    assert _default_read_batch_size(128, 199.0) == 512  # the pure path: bigger cost more
 
 
 @pytest.mark.parametrize("kind, options, chunk", [("short", None, 2048), ("short", "GZIP", 512),
@@ -278,7 +283,7 @@ def test_read_batch_features_picks_its_chunk_by_the_first_records(tmp_path, kind
     batches = read_batch_features(path, 2, LONG, num_epochs=1, seed=0,
                                   reader=lambda: TFRecordReader(options=options))
     assert sorted(np.concatenate([batch["id"] for batch in batches]).tolist()) == list(range(6))
-    assert batches._saver.plan.chunk_size == chunk
+    assert batches._saver.plan.chunk_size == (chunk if core_available() else 512)
 
 
 @pytest.mark.parametrize("bad", [4, 6])
