@@ -257,7 +257,7 @@ class _Planned:
         # thread, parked chunks, the batch being taken), each group of open chunks spread
         # over at most _SPAN_PER_HELD times as many ordinals by the shuffle.
         self._max_span = _SPAN_PER_HELD * (capacity + batch_size +
-                                           (3 * threads + 1) * plan.chunk_size)
+                                           (3 * threads + 1) * plan.loaded_chunk_size)
         self.structure = _Tagged(plan.delivered)
         self._queue: Any = None
         self._turns: Optional[_Turns] = None
@@ -652,8 +652,12 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         8 MiB of records, by the first file's first headers: 2,048 records of up to 4 KiB,
         512 of 16 KiB or more, or where the records cannot be probed (a compressed or
         remote file, another reader); 512 on the pure-Python path; at least
-        ``batch_size``. A chunk costs a read, a put and a wake-up of the consumer
-        whatever its size: bigger ones cost less CPU a record, and hold more memory.
+        ``batch_size``. A chunk costs a read, a put and a wake-up of the consumer whatever
+        its size: bigger ones cost less CPU a record, and hold more memory. The size is the
+        records' as stored: a ``parse_fn`` that makes much more of each (images decoded
+        from small files) wants a ``read_batch_size`` of its own, as each enqueue thread
+        holds a chunk of its outputs. A state saved with the default resumes whatever the
+        default of the pipeline that loads it.
       name: the scope of the queues' names; by default ``read_batch_features``, made unique.
       shuffle: ``"buffer"`` (with ``randomize_input``: the shuffle queue's buffer of
         ``queue_capacity // 2`` records) or ``"global"``: each epoch visits every record of
@@ -709,10 +713,16 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
         1, np.uint64)[0] >> np.uint64(1))
     plan_reader = reader_of(reader())
     length = _probed_length(files, plan_reader)
+    # A default chunk depends on the path and the files' first records: a state saved with
+    # the same arguments may hold chunks of any default size (the pure path's 512 against
+    # the core's 2,048), which the order of the batches does not depend on.
+    loaded_chunk_size = 0
     if read_batch_size is None:
         read_batch_size = _default_read_batch_size(batch_size, length)
+        loaded_chunk_size = max(batch_size, _MOST_CHUNK_RECORDS)
     plan = ReadPlan(files, reader, read_batch_size, num_epochs, order, plan_seed,
-                    keyed=parse_fn is None, reader=plan_reader)
+                    keyed=parse_fn is None, reader=plan_reader,
+                    loaded_chunk_size=loaded_chunk_size)
     # (FixedLenFeatures only: a chunk's VarLenFeature would give each of its rows the
     # chunk's longest list as its dense shape, where a batch parsed alone has its own)
     parse_before = parse_fn is None and _parsed_before(length) and all(

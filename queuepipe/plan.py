@@ -117,6 +117,9 @@ class ReadPlan:
       keyed: the records have keys ``b"<file>:<position>"`` (:meth:`keys_of`).
       reader: the reader to read with, made by ``make_reader`` already (for a caller that
         looks at it first); by default the plan makes it.
+      loaded_chunk_size: the most records a loaded state's chunks may hold, where more than
+        ``chunk_size`` (a state of the same pipeline saved where its default chunk was
+        bigger); by default ``chunk_size``.
 
     Raises:
       InvalidArgumentError: ``"global"`` with a file that has no ``.index`` matching it, or a
@@ -125,13 +128,14 @@ class ReadPlan:
 
     def __init__(self, files: Sequence[str], make_reader: Callable[[], Any], chunk_size: int,
                  num_epochs: Optional[int], order: str, seed: int, keyed: bool,
-                 reader: Optional[ReaderBase] = None) -> None:
+                 reader: Optional[ReaderBase] = None, loaded_chunk_size: int = 0) -> None:
         if order not in ORDERS:
             raise InvalidArgumentError(f"the order must be one of {ORDERS}, got {order!r}")
         self._files = [os.fsdecode(f) for f in files]
         self._make_reader = make_reader
         self._reader = reader if reader is not None else reader_of(make_reader())
         self._chunk_size = chunk_size
+        self._loaded_chunk_size = max(chunk_size, loaded_chunk_size)
         self._num_epochs = num_epochs
         self._order = order
         self._seed = int(seed)
@@ -169,6 +173,11 @@ class ReadPlan:
     def chunk_size(self) -> int:
         """The most records per chunk."""
         return self._chunk_size
+
+    @property
+    def loaded_chunk_size(self) -> int:
+        """The most records per chunk of a state the plan loads."""
+        return self._loaded_chunk_size
 
     # -- the order ------------------------------------------------------------------------------
 
@@ -537,7 +546,7 @@ class ReadPlan:
         """Takes up ``state`` (made by :meth:`state` over the same files and arguments),
         after checking it against the plan and its files: every number of its type and in
         its bounds, the open chunks within their files (or epoch), in order, each of at most
-        ``chunk_size`` records with marks of its size, from the oldest open chunk to the
+        ``loaded_chunk_size`` records with marks of its size, from the oldest open chunk to the
         next record at most ``max_span`` records (the marks the plan allocates), and the
         ordinals ``queued`` (the state's queue) among the records left.
 
@@ -571,7 +580,8 @@ class ReadPlan:
         slot, position, skip, start = (
             _integer(value, f"the state's plan cursor {name!r}", most)
             for value, name, most in zip(cursor, ("slot", "position", "skip", "start"),
-                                         (len(self._files), None, self._chunk_size, total)))
+                                         (len(self._files), None, self._loaded_chunk_size,
+                                          total)))
         opened = self._checked_open(state.get("open"), ordinal, epoch, total)
         low = opened[0][0] if opened else ordinal
         if ordinal - low > max_span:
@@ -617,10 +627,10 @@ class ReadPlan:
             if base < end:
                 raise InvalidArgumentError(f"{REFUSED}: open chunk {k} starts at record "
                                            f"{base}, before {end}, where the one before ends")
-            if not 1 <= count <= self._chunk_size:
+            if not 1 <= count <= self._loaded_chunk_size:
                 raise InvalidArgumentError(
                     f"{REFUSED}: open chunk {k} holds {count} records, more than "
-                    f"read_batch_size {self._chunk_size}" if count > 0 else
+                    f"read_batch_size {self._loaded_chunk_size}" if count > 0 else
                     f"{REFUSED}: open chunk {k} holds {count} records")
             if base + count > ordinal:
                 raise InvalidArgumentError(f"{REFUSED}: open chunk {k} ends at record "
@@ -644,7 +654,7 @@ class ReadPlan:
         if not 0 <= file < len(self._files):
             raise InvalidArgumentError(f"{REFUSED}: open chunk {k} names file {file} of "
                                        f"{len(self._files)}")
-        if position < 0 or not 0 <= skip <= self._chunk_size:
+        if position < 0 or not 0 <= skip <= self._loaded_chunk_size:
             raise InvalidArgumentError(f"{REFUSED}: open chunk {k} starts at position "
                                        f"{position}, passing over {skip} records")
 

@@ -171,6 +171,35 @@ def test_a_seeded_resume_gives_the_rest_of_the_uninterrupted_run(shards, threads
         assert first + rest == whole, k
 
 
+@pytest.mark.parametrize("saved_on_core", [True, False])
+def test_a_state_resumes_on_the_other_path_whose_default_chunk_differs(shards, monkeypatch,
+                                                                       saved_on_core):
+    # (a second reading: the core's default chunk, 2,048 short records, against the pure
+    # path's 512 made a state of the core refused on the pure path, "cursor 'skip' is 2048,
+    # out of [0, 512]"); here 100 records against 25
+    from queuepipe import features
+
+    monkeypatch.setattr(features, "_CHUNK_RECORDS", 25)
+    monkeypatch.setattr(features, "_MOST_CHUNK_RECORDS", 100)
+
+    def on_core(core):
+        monkeypatch.setattr(features, "core_available", lambda: core)
+
+    on_core(True)
+    whole, _ = run(shards, read_batch_size=None)
+    on_core(saved_on_core)
+    first, state = run(shards, stop_after=30, read_batch_size=None)
+    assert max(count for *_, count, _ in state["plan"]["open"]) > 25 or not saved_on_core
+    on_core(not saved_on_core)
+    rest, _ = run(shards, state=state, read_batch_size=None)
+    assert first + rest == whole
+    assert Counter(flat(first + rest)) == EVERY_RECORD
+    # a read_batch_size given is the pipeline's: a state of bigger chunks is another's
+    if saved_on_core:
+        with pytest.raises(InvalidArgumentError, match="not this pipeline.s"):
+            run(shards, state=state, read_batch_size=25)
+
+
 @pytest.fixture
 def parsed_before(monkeypatch):
     """Records of any length parsed a chunk at a time before the queue, as long ones are."""
