@@ -84,6 +84,28 @@ arena_buffer(PyObject *obj, Py_buffer *view, int writable, const char *fn, const
     return -1;
 }
 
+/* obj as a writable C-contiguous array of native int64 of rank ndim (of width columns when
+ * ndim is 2) into view, its rows in n_rows; otherwise a ValueError naming fn and what, which
+ * must be such an array of shape (its words), with no view left taken. */
+static int
+int64_out_buffer(PyObject *obj, Py_buffer *view, int ndim, Py_ssize_t width, const char *fn,
+                 const char *what, const char *shape, size_t *n_rows)
+{
+    size_t row_bytes;
+    if (arena_buffer(obj, view, 1, fn, what, n_rows, &row_bytes) == 0) {
+        if (view->ndim == ndim && (ndim == 1 || view->shape[1] == width)
+            && view->itemsize == 8 && strchr("lq", view->format[0]) != NULL
+            && view->format[1] == '\0')
+            return 0;
+        PyBuffer_Release(view);
+        view->obj = NULL;
+    }
+    PyErr_Clear();
+    PyErr_Format(PyExc_ValueError, "%s: %s must be a writable C-contiguous %s", fn, what,
+                 shape);
+    return -1;
+}
+
 /* Whether two views' bytes overlap. */
 static int
 overlap(const Py_buffer *a, const Py_buffer *b)
@@ -259,21 +281,15 @@ py_list_indices(PyObject *self, PyObject *args)
     PyObject *lengths_arg, *out_arg, *result = NULL;
     Py_ssize_t per_batch;
     Py_buffer views[2] = {{0}}, *lengths = &views[0], *out = &views[1];
-    size_t n_out, row_bytes, bad = 0;
+    size_t n_out, bad = 0;
     int64_t *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OnO:list_indices", &lengths_arg, &per_batch, &out_arg))
         return NULL;
-    if (int64_buffer(lengths_arg, lengths, "list_indices", "lengths") < 0)
+    if (int64_buffer(lengths_arg, lengths, "list_indices", "lengths") < 0
+        || int64_out_buffer(out_arg, out, 2, 2, "list_indices", "out",
+                            "int64 array of [total, 2]", &n_out) < 0)
         goto done;
-    if (arena_buffer(out_arg, out, 1, "list_indices", "out", &n_out, &row_bytes) < 0
-        || out->ndim != 2 || out->shape[1] != 2 || out->itemsize != 8
-        || strchr("lq", out->format[0]) == NULL) {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "list_indices: out must be a writable C-contiguous "
-                        "int64 array of [total, 2]");
-        goto done;
-    }
     if (per_batch < 1) {
         PyErr_Format(PyExc_ValueError, "list_indices: n must be at least 1, got %zd",
                      per_batch);
@@ -320,18 +336,13 @@ py_shuffle_in(PyObject *self, PyObject *args)
     Py_buffer views[2] = {{0}}, *slots = &views[0], *places = &views[1];
     uint8_t *taken = NULL;
     int64_t *rows = NULL;
-    size_t n_slots, row_bytes, bad = 0;
+    size_t n_slots, bad = 0;
     (void)self;
     if (!PyArg_ParseTuple(args, "OnO:shuffle_in", &slots_arg, &start, &places_arg))
         return NULL;
-    if (arena_buffer(slots_arg, slots, 1, "shuffle_in", "slots", &n_slots, &row_bytes) < 0
-        || slots->ndim != 1 || slots->itemsize != 8 || strchr("lq", slots->format[0]) == NULL
-        || slots->format[1] != '\0') {
-        PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "shuffle_in: slots must be a writable C-contiguous "
-                        "1-D array of int64");
+    if (int64_out_buffer(slots_arg, slots, 1, 0, "shuffle_in", "slots", "1-D array of int64",
+                         &n_slots) < 0)
         goto done;
-    }
     if (int64_buffer(places_arg, places, "shuffle_in", "places") < 0)
         goto done;
     if (overlap(slots, places)) {
