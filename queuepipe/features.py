@@ -94,11 +94,12 @@ _PROBED_RECORDS = 8
 
 # read_batch_features' default chunk (see _default_read_batch_size): records of about
 # _CHUNK_BYTES in all, between _CHUNK_RECORDS (the records' length unknown, or long) and
-# _MOST_CHUNK_RECORDS, where the compiled core parses. Each chunk costs its enqueue thread a read, a put, a draw and a few
-# parse calls, and the consumer a wake-up, whatever its size: chunks of 2,048 records against
-# 512, one enqueue thread, cost 0.74x the CPU a record on float, 0.84x on tokens, 0.87x on
-# wide and as much on mnist (6 interleaved rounds each; instructions 0.85x, 0.78x, 0.92x and
-# 0.87x), and two threads ran tokens at 836k against 684k records/s (medians of 4).
+# _MOST_CHUNK_RECORDS, where the compiled core parses. Each chunk costs its enqueue thread a
+# read, a put, a draw and a few parse calls, and the consumer a wake-up, whatever its size:
+# chunks of 2,048 records against 512, one enqueue thread, cost 0.74x the CPU a record on
+# float, 0.84x on tokens, 0.87x on wide and as much on mnist (6 interleaved rounds each;
+# instructions 0.85x, 0.78x, 0.92x and 0.87x), and two threads ran tokens at 836k against
+# 684k records/s (medians of 4).
 _CHUNK_BYTES = 8 << 20
 _CHUNK_RECORDS = 512
 _MOST_CHUNK_RECORDS = 2048
