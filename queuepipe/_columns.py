@@ -370,8 +370,9 @@ class DenseColumns:
 
     def read(self, index: Any, out: List[Any]) -> None:
         """Sets ``out[component]`` to each member's raw batch of rows ``index``."""
-        taken = self.data[index] if isinstance(index, slice) else \
-            self.data.take(index, axis=0)
+        # (by _get_rows: NumPy's take lets go of the GIL for a batch's few rows, a hand-over
+        # to another thread each time)
+        taken = self.data[index] if isinstance(index, slice) else _get_rows(self.data, index)
         by_member = taken.swapaxes(0, 1).copy()  # (a slice's rows are cleared next)
         for k, component in enumerate(self.components):
             out[component] = by_member[k]

@@ -646,6 +646,28 @@ def test_putting_and_taking_a_batch_of_image_rows_keeps_the_gil():
         {row.tobytes() for row in rows}
 
 
+@pytest.mark.skipif(_columns.core is None, reason="on the pure path NumPy's take gathers "
+                    "rows, which lets go of the GIL")
+def test_a_batch_of_grouped_numbers_taken_by_an_index_array_keeps_the_gil():
+    # read_batch_features' label and ordinal side by side (DenseColumns), a batch drawn from
+    # the shuffle queue's slots: NumPy's take let go of the GIL for its 2 KiB, a hand-over to
+    # the other runner thread every batch
+    q = qp.PriorityQueue(4800, [qp.int64, qp.int64], shapes=[[], []])
+    q.enqueue_many((np.arange(4800), np.arange(4800), 2 * np.arange(4800)))
+    group, = q._groups
+    index = np.random.default_rng(0).permutation(4800)[:128]
+    taken = []
+
+    def read():
+        out = [None] * 3
+        group.read(index, out)
+        taken.append(out)
+
+    assert runs_beside(read) == [False] * 5
+    assert all(out[1].tolist() == index.tolist() and out[2].tolist() == (2 * index).tolist()
+               for out in taken)
+
+
 def test_rows_taken_by_an_index_array_are_numpys_rows():
     rng = np.random.default_rng(1)
     for dtype, shape in [(np.uint8, (784,)), (np.float32, (3, 4)), (np.int64, (2,)),
