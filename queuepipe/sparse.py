@@ -388,16 +388,18 @@ def list_indices(lengths: np.ndarray, total: int, n: Optional[int] = None) -> np
     return out
 
 
-def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
+def _fill_list_indices(lengths: np.ndarray, n: int, out: Any) -> None:
     """Writes to ``out`` (int64 ``[total, 2]``) the indices ``[list, place]`` of the values
     of plain lists of ``lengths`` values each (int64), one after the other, list ``j``
-    numbered ``j % n``. The pure twin of the core's ``list_indices``, which writes them
-    with no array made.
+    numbered ``j % n``. ``out`` may be a list of such arrays instead, which take the lists
+    in equal shares of whole batches of ``n``, one after the other. The pure twin of the core's ``list_indices``, which writes them with no array
+    made (and lets go of the GIL once for a list of outs).
 
     Raises:
       ValueError: a length is negative or the lengths do not add up to ``out``'s rows
-        (nothing is written), ``n`` is below 1, or an argument is not an array of the kind
-        named.
+        (nothing is written; with a list of outs, the share is named and those before it are
+        written), ``n`` is below 1, the lengths are not equal shares of whole batches for
+        the outs, or an argument is not an array of the kind named.
     """
     n = operator.index(n)  # (first, as the core reads its arguments)
     if not -2**63 <= n < 2**63:
@@ -405,16 +407,33 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
     if type(lengths) is not np.ndarray or lengths.dtype != np.int64 \
             or not lengths.flags.c_contiguous:
         raise ValueError("list_indices: lengths must be a C-contiguous array of int64")
-    if type(out) is not np.ndarray or out.dtype != np.int64 or out.ndim != 2 \
-            or out.shape[1] != 2 or not out.flags.writeable or not out.flags.c_contiguous:
-        raise ValueError("list_indices: out must be a writable C-contiguous int64 array of "
-                         "[total, 2]")
+    outs = list(out) if type(out) is list else [out]
+    for one in outs:
+        if type(one) is not np.ndarray or one.dtype != np.int64 or one.ndim != 2 \
+                or one.shape[1] != 2 or not one.flags.writeable or not one.flags.c_contiguous:
+            raise ValueError("list_indices: out must be a writable C-contiguous int64 array "
+                             "of [total, 2]")
     if n < 1:
         raise ValueError(f"list_indices: n must be at least 1, got {n}")
     lengths = lengths.reshape(-1)
+    if type(out) is not list:
+        _fill_share(lengths, n, out, 0, None)
+        return
+    share = len(lengths) // len(outs) if outs else 0
+    if share * len(outs) != len(lengths) or share % n:
+        raise ValueError(f"list_indices: {len(lengths)} lists are not {len(outs)} equal "
+                         f"shares of whole batches of {n}")
+    for b, one in enumerate(outs):
+        _fill_share(lengths[b * share:(b + 1) * share], n, one, b * share, b)
+
+
+def _fill_share(lengths: np.ndarray, n: int, out: np.ndarray, first: int,
+                share: Optional[int]) -> None:
+    """:func:`_fill_list_indices` of lists ``first`` on, all of them into ``out``: share
+    ``share`` of a list of outs, or (None) the one out."""
     if (lengths.min() < 0 or lengths.max() > len(out) or lengths.sum() != len(out)) \
             if len(lengths) else len(out):
-        _refuse_lengths(lengths, len(out))
+        _refuse_lengths(lengths, len(out), first, share)
     elements = counting(len(lengths))
     if n != len(lengths):
         elements = elements % n
@@ -428,15 +447,20 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: np.ndarray) -> None:
 fill_list_indices = core.list_indices if core is not None else _fill_list_indices
 
 
-def _refuse_lengths(lengths: np.ndarray, rows: int) -> None:
-    """Raises the ValueError of the core's ``list_indices`` for ``lengths`` that do not fill
-    ``rows`` rows: the first negative length, unless the lengths before it overflow them."""
+def _refuse_lengths(lengths: np.ndarray, rows: int, first: int = 0,
+                    share: Optional[int] = None) -> None:
+    """Raises the ValueError of the core's ``list_indices`` for ``lengths`` (lists ``first``
+    on) that do not fill ``rows`` rows: the first negative length, unless the lengths before
+    it overflow them."""
     negative = np.flatnonzero(lengths < 0)
     before = lengths[:negative[0] if len(negative) else len(lengths)]  # (each one < 2**63)
     total = int(before.sum()) if not (before > rows).any() else rows + 1
     if total > rows or not len(negative):
+        if share is not None:
+            raise ValueError(f"list_indices: the lengths of share {share} do not add up to "
+                             f"the {rows} rows of its out")
         raise ValueError(f"list_indices: the lengths do not add up to the {rows} rows of out")
-    raise ValueError(f"list_indices: list {negative[0]} has a negative length "
+    raise ValueError(f"list_indices: list {first + negative[0]} has a negative length "
                      f"({lengths[negative[0]]})")
 
 

@@ -327,6 +327,54 @@ def test_list_indices_read_lengths_before_writing_out_they_share(fill):
     assert out.tolist() == [[0, 0], [1, 0], [1, 1]]
 
 
+@pytest.mark.parametrize("fill", ["core", "pure"])
+def test_list_indices_fill_a_list_of_outs_share_by_share(fill):
+    # read_batch_features' parse of the batches drawn ahead: every batch's indices, each
+    # feature's lists one after the other, into an array per batch, in one call
+    fill = _fill(fill)
+    rng = np.random.default_rng(3)
+    for shares, n, features in [(1, 4, 1), (3, 4, 2), (5, 1, 3), (2, 128, 1)]:
+        lengths = rng.integers(0, 6, shares * features * n).astype(np.int64)
+        by_share = lengths.reshape(shares, -1)
+        outs = [np.full((int(part.sum()), 2), -1, dtype=np.int64) for part in by_share]
+        fill(lengths, n, outs)
+        for part, out in zip(by_share, outs):
+            expected = np.empty_like(out)
+            fill(np.ascontiguousarray(part), n, expected)
+            assert out.tolist() == expected.tolist()
+    fill(np.array([], dtype=np.int64), 3, [])  # no batch, no out
+
+
+@pytest.mark.parametrize("fill", ["core", "pure"])
+def test_list_indices_refuse_shares_that_do_not_fit_naming_them(fill):
+    fill = _fill(fill)
+    outs = [np.full((2, 2), -1, dtype=np.int64), np.full((3, 2), -1, dtype=np.int64)]
+    for lengths, n, message in [
+            ([1, 1, 2, -1], 2, r"list 3 has a negative length \(-1\)"),
+            ([1, 1, 2, 2], 2, r"the lengths of share 1 do not add up to the 3 rows of its out"),
+            ([1, 1, 1], 1, r"3 lists are not 2 equal shares of whole batches of 1"),
+            ([1, 1, 2, 1], 4, r"4 lists are not 2 equal shares of whole batches of 4")]:
+        with pytest.raises(ValueError, match=f"^list_indices: {message}$"):
+            fill(np.array(lengths, dtype=np.int64), n, outs)
+    assert outs[1].tolist() == [[-1, -1]] * 3  # a share refused is not written
+    with pytest.raises(ValueError, match=r"^list_indices: out must be a writable C-contiguous "
+                                         r"int64 array of \[total, 2\]$"):
+        fill(np.array([1, 1], dtype=np.int64), 1, [outs[0][:1], outs[1][:1].astype(np.int32)])
+    with pytest.raises(ValueError, match=r"^list_indices: 2 lists are not 0 equal shares of "
+                                         r"whole batches of 1$"):
+        fill(np.array([1, 1], dtype=np.int64), 1, [])
+
+
+@pytest.mark.skipif(sparse.core is None, reason="the pure twin makes its indices with NumPy, "
+                    "which lets go of the GIL")
+def test_list_indices_let_go_of_the_gil_once_for_a_long_list_of_outs():
+    lengths = np.full(16 * 128, 132, dtype=np.int64)  # 16 batches of 128 token lists
+    outs = [np.empty((128 * 132, 2), dtype=np.int64) for _ in range(16)]
+    overlapped = runs_beside(lambda: sparse.core.list_indices(lengths, 128, outs))
+    assert overlapped[-1], f"the main thread never ran during the call: {overlapped}"
+    assert all(out[-1].tolist() == [127, 131] for out in outs)
+
+
 def test_zeroed_arrays_are_new_writable_zeros_made_holding_the_gil():
     first, second = sparse.zeroed(4096), sparse.zeroed(4096)
     assert first.dtype == np.int64 and first.shape == (4096,) and not first.any()

@@ -273,49 +273,93 @@ PyDoc_STRVAR(list_indices_doc,
 "Writes to out (a writable C-contiguous int64 array of [total, 2]) the indices [list, place]\n"
 "of the values of plain lists of lengths values each (int64), one after the other: list j\n"
 "numbered j % n (n >= 1: batches of n lists, each counted from 0). ValueError, with nothing\n"
-"written, for a negative length or lengths that do not add up to out's rows.");
+"written, for a negative length or lengths that do not add up to out's rows.\n\n"
+"out may be a list of such arrays instead, which take the lists in equal shares of whole\n"
+"batches of n, one after the other: all in one call, which lets go of the GIL once for them\n"
+"all. A share refused raises the ValueError above (its list counted among all the lengths,\n"
+"the share named by its place in out), the shares before it written.");
 
 static PyObject *
 py_list_indices(PyObject *self, PyObject *args)
 {
-    PyObject *lengths_arg, *out_arg, *result = NULL;
+    PyObject *lengths_arg, *out_arg, *listed = NULL, *result = NULL;
     Py_ssize_t per_batch;
-    Py_buffer views[2] = {{0}}, *lengths = &views[0], *out = &views[1];
-    size_t n_out, bad = 0;
+    Py_buffer lengths = {0}, *outs = NULL;
+    size_t n_outs = 1, *n_rows = NULL, out_bytes = 0, bad = 0, b = 0;
     int64_t *sizes = NULL;
     (void)self;
     if (!PyArg_ParseTuple(args, "OnO:list_indices", &lengths_arg, &per_batch, &out_arg))
         return NULL;
-    if (int64_buffer(lengths_arg, lengths, "list_indices", "lengths") < 0
-        || int64_out_buffer(out_arg, out, 2, 2, "list_indices", "out",
-                            "int64 array of [total, 2]", &n_out) < 0)
+    if (int64_buffer(lengths_arg, &lengths, "list_indices", "lengths") < 0)
         goto done;
+    /* A list of outs is taken as a tuple of this call's own: its arrays stay alive. */
+    if (PyList_CheckExact(out_arg)) {
+        if ((listed = PyList_AsTuple(out_arg)) == NULL)
+            goto done;
+        n_outs = (size_t)PyTuple_GET_SIZE(listed);
+    }
+    outs = PyMem_Calloc(n_outs ? n_outs : 1, sizeof(Py_buffer));
+    n_rows = PyMem_Calloc(n_outs ? n_outs : 1, sizeof(size_t));
+    if (outs == NULL || n_rows == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n_outs; i++) {
+        if (int64_out_buffer(listed ? PyTuple_GET_ITEM(listed, i) : out_arg, &outs[i], 2, 2,
+                             "list_indices", "out", "int64 array of [total, 2]",
+                             &n_rows[i]) < 0)
+            goto done;
+        out_bytes += (size_t)outs[i].len;
+    }
     if (per_batch < 1) {
         PyErr_Format(PyExc_ValueError, "list_indices: n must be at least 1, got %zd",
                      per_batch);
         goto done;
     }
-    size_t n_lists = (size_t)lengths->len / 8;
-    if ((sizes = int64_copy(lengths)) == NULL)
+    size_t n_lists = (size_t)lengths.len / 8;
+    /* the lists of each out: an equal share, of whole batches */
+    size_t per_out = !listed ? n_lists : n_outs ? n_lists / n_outs : 0;
+    if (listed && (per_out * n_outs != n_lists || per_out % (size_t)per_batch)) {
+        PyErr_Format(PyExc_ValueError, "list_indices: %zu lists are not %zu equal shares of "
+                     "whole batches of %zd", n_lists, n_outs, per_batch);
         goto done;
-    PyThreadState *saved = qp_gil_let_go((size_t)out->len, QP_GIL_FREE_INDEX_BYTES);
-    qp_columns_status status = qp_columns_list_indices(sizes, n_lists, (size_t)per_batch,
-                                                       out->buf, n_out, &bad);
+    }
+    if ((sizes = int64_copy(&lengths)) == NULL)
+        goto done;
+    qp_columns_status status = QP_COLUMNS_OK;
+    PyThreadState *saved = qp_gil_let_go(out_bytes, QP_GIL_FREE_INDEX_BYTES);
+    for (b = 0; b < n_outs; b++) {
+        status = qp_columns_list_indices(sizes + b * per_out, per_out, (size_t)per_batch,
+                                         outs[b].buf, n_rows[b], &bad);
+        if (status != QP_COLUMNS_OK)
+            break;
+    }
     qp_gil_take(saved);
     if (status == QP_COLUMNS_NEGATIVE) {
+        size_t list = b * per_out + bad;
         PyErr_Format(PyExc_ValueError, "list_indices: list %zu has a negative length (%lld)",
-                     bad, (long long)sizes[bad]);
+                     list, (long long)sizes[list]);
         goto done;
     }
     if (status != QP_COLUMNS_OK) {
-        PyErr_Format(PyExc_ValueError, "list_indices: the lengths do not add up to the %zu "
-                     "rows of out", n_out);
+        if (listed)
+            PyErr_Format(PyExc_ValueError, "list_indices: the lengths of share %zu do not add "
+                         "up to the %zu rows of its out", b, n_rows[b]);
+        else
+            PyErr_Format(PyExc_ValueError, "list_indices: the lengths do not add up to the "
+                         "%zu rows of out", n_rows[0]);
         goto done;
     }
     result = Py_NewRef(Py_None);
 done:
     PyMem_Free(sizes);
-    release_views(views, 2);
+    if (lengths.obj)
+        PyBuffer_Release(&lengths);
+    if (outs != NULL)
+        release_views(outs, n_outs);
+    PyMem_Free(outs);
+    PyMem_Free(n_rows);
+    Py_XDECREF(listed);
     return result;
 }
 

@@ -124,10 +124,11 @@ def _sparse_values(sinks, size=None):
     the list of those of its batches of ``size`` records). Where each batch's values and
     indices lie comes from one table (:data:`sparse_table`); the indices of a batch are made
     at once, feature after feature, in one ``[values, 2]`` array whose rows of each feature
-    are its ``indices`` (:func:`~queuepipe.sparse.fill_list_indices`): an array per batch,
-    so that a batch's SparseValues hold no other batch's indices (and a group of batches no
-    array large enough to cost fresh pages each time). A dense shape is a view of the
-    table's row."""
+    are its ``indices``: an array per batch, so that a batch's SparseValues hold no other
+    batch's indices (and a group of batches no array large enough to cost fresh pages each
+    time), all filled by one call (:func:`~queuepipe.sparse.fill_list_indices`), which lets
+    go of the GIL once for a group of batches drawn ahead, where a call per batch kept it. A
+    dense shape is a view of the table's row."""
     if not sinks:
         return []
     records = len(sinks[0].counts)
@@ -143,10 +144,11 @@ def _sparse_values(sinks, size=None):
     values = [sink._values(row_counts, total)
               for sink, row_counts, total in zip(sinks, counts, totals)]
     out = [[] for _ in sinks]
-    for p, part in enumerate(rows):
-        part_counts = counts[:, p * batch:(p + 1) * batch]  # (a view for one feature)
-        indices = np.empty((part[-1][3], 2), dtype=np.int64)
-        fill_list_indices(np.ascontiguousarray(part_counts).reshape(-1), batch, indices)
+    every = [np.empty((part[-1][3], 2), dtype=np.int64) for part in rows]
+    if parts:  # the lists batch after batch, feature after feature in each: one call
+        fill_list_indices(np.ascontiguousarray(counts.reshape(len(sinks), parts, batch)
+                                               .swapaxes(0, 1)).reshape(-1), batch, every)
+    for p, (part, indices) in enumerate(zip(rows, every)):
         shapes = table[p, :, :2]
         for k, (_, _, begin, end, first) in enumerate(part):
             out[k].append(_new_sparse(SparseValue, (  # (see _sparse_1d)
