@@ -33,7 +33,7 @@ import copy
 import threading
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -353,6 +353,28 @@ class QueueBase:
                 column.clear(index)
         return out
 
+    def _read_batches(self, indices: List[Any]) -> List[List[Any]]:
+        """The raw batches at rows ``indices[0]``, ``indices[1]``, ... (disjoint), as
+        :meth:`_read` of each gives them, the rows then cleared: a column of rows of numbers
+        gathers them all in one call (``DenseColumn.read_batches``)."""
+        outs: List[List[Any]] = [[None] * len(self._columns) for _ in indices]
+        for c, column in enumerate(self._columns):
+            if column.grouped:
+                continue
+            batches = column.read_batches(indices) \
+                if isinstance(column, _columns.DenseColumn) \
+                else [column.read(index) for index in indices]
+            for out, batch in zip(outs, batches):
+                out[c] = batch
+        for index, out in zip(indices, outs):
+            for group in self._groups:
+                group.read(index, out)
+                group.clear(index)
+            for column in self._columns:
+                if not column.grouped:
+                    column.clear(index)
+        return outs
+
     def _finish(self, raw: List[Any]) -> Any:
         """A raw batch as the dequeue returns it: every component's ``finish``, in the
         elements' structure; or, where the queue has a batch finish, what that makes of the
@@ -617,14 +639,30 @@ class QueueBase:
         """Draws batches ahead while fewer than the limit wait and a dequeue of their size
         would take one now (the queue open: min_after_dequeue stays behind), for the caller
         to finish (:meth:`_finish_ahead`). Lock held."""
-        while self._can_draw_ahead():
-            try:
-                entry = [self._take(self._ahead_size), None]
-            except BaseException:  # a put just before may have left the dequeues asleep
-                self._wake_consumers()
-                raise
-            self._ahead.append(entry)
-            drawn.append(entry)
+        try:
+            for raw in self._take_batches(self._ahead_size, self._batches_to_draw()):
+                entry = [raw, None]
+                self._ahead.append(entry)
+                drawn.append(entry)
+        except BaseException:  # a put just before may have left the dequeues asleep
+            self._wake_consumers()
+            raise
+
+    def _batches_to_draw(self) -> int:
+        """How many batches :meth:`_draw_batches_ahead` draws now: while
+        :meth:`_can_draw_ahead`, each one drawn taking its elements from the size. Lock
+        held."""
+        if not self._can_draw_ahead():
+            return 0
+        return min(self._ahead_limit - len(self._ahead),
+                   (self._size() - self._min_after()) // self._ahead_size)
+
+    def _take_batches(self, n: int, k: int) -> Iterator[List[Any]]:
+        """``k`` raw batches of ``n`` elements, as ``k`` :meth:`_take` one after the other
+        take them (a shuffle queue reads them together), each given as it is taken: a take
+        that raises leaves those before it given. Lock held."""
+        for _ in range(k):
+            yield self._take(n)
 
     def _can_draw_ahead(self) -> bool:
         """Whether :meth:`_draw_batches_ahead` would draw a batch now. A put after which it

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -296,6 +296,22 @@ class RandomShuffleQueue(QueueBase):
 
     def _take(self, n: int) -> List[Any]:
         return self._read(self._draw(n))
+
+    def _take_batches(self, n: int, k: int) -> Iterator[List[Any]]:
+        """Draws ``k`` batches one after the other, then reads them together: a column of
+        image rows gathers them in one call that lets go of the GIL (see ``_read_batches``).
+        A draw that raises raises once the batches drawn before it are given."""
+        drawn: List[np.ndarray] = []
+        failed: Optional[BaseException] = None
+        try:
+            for _ in range(k):
+                drawn.append(self._draw(n))
+        except BaseException as e:  # noqa: B902 - raised again below
+            failed = e
+        if drawn:
+            yield from self._read_batches(drawn)
+        if failed is not None:
+            raise failed
 
     def _take_one(self) -> List[Any]:
         return self._read_one(int(self._draw(1)[0]))

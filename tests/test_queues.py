@@ -895,6 +895,29 @@ def test_batches_drawn_after_a_finish_are_marked_failed_when_a_later_draw_raises
     assert q.size() == 4
 
 
+def test_a_shuffle_queue_gives_the_batches_drawn_before_a_draw_that_raises(monkeypatch):
+    # its batches drawn ahead are drawn first and read together: a draw that fails must not
+    # lose those drawn before it
+    q = qp.RandomShuffleQueue(20, 0, qp.int64, shapes=[], seed=1)
+    q.enqueue_many(np.arange(12))
+    real_draw, draws = q._draw, []
+
+    def draw(n):
+        if len(draws) == 2:
+            raise MemoryError("injected")
+        draws.append(n)
+        return real_draw(n)
+
+    monkeypatch.setattr(q, "_draw", draw)
+    given = []
+    with pytest.raises(MemoryError, match="injected"):
+        for raw in q._take_batches(3, 4):
+            given.append(raw[0].tolist())
+    monkeypatch.undo()
+    left = q.dequeue_many(q.size()).tolist()
+    assert len(given) == 2 and sorted(sum(given, []) + left) == list(range(12))
+
+
 @pytest.mark.parametrize("then", ["finish", "put back"])
 def test_a_dequeue_waiting_for_a_batch_being_finished_is_woken_by_its_finish_not_by_puts(then):
     # It registers no need for elements (an enqueue's wake-up would find the batch still

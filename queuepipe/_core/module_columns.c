@@ -268,6 +268,97 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(take_rows_doc,
+"take_rows(table, index, outs) -> None\n\n"
+"Copies the rows of table (along its first axis) that index (an int64 array) names, in its\n"
+"order, into outs: a list of arrays of rows like the table's, filled one after the other,\n"
+"each with as many as it has rows, all of them with exactly the index's. One call for\n"
+"several batches lets go of the GIL once for them all (128 KiB or more in all).\n"
+"ValueError, with nothing copied, for a row outside the table, outs of another size, or an\n"
+"out that overlaps the table.");
+
+static PyObject *
+py_take_rows(PyObject *self, PyObject *args)
+{
+    PyObject *table_arg, *index_arg, *outs_arg, *listed = NULL, *result = NULL;
+    Py_buffer table = {0}, index = {0}, *outs = NULL;
+    size_t n_rows, row_bytes, n_outs = 0, held = 0, out_bytes = 0;
+    int64_t *at = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:take_rows", &table_arg, &index_arg, &outs_arg))
+        return NULL;
+    if (arena_buffer(table_arg, &table, 0, "take_rows", "the table", &n_rows, &row_bytes) < 0
+        || int64_buffer(index_arg, &index, "take_rows", "index") < 0)
+        goto done;
+    if (!PyList_CheckExact(outs_arg)) {
+        PyErr_SetString(PyExc_ValueError, "take_rows: outs must be a list of arrays");
+        goto done;
+    }
+    /* taken as a tuple of this call's own: its arrays stay alive */
+    if ((listed = PyList_AsTuple(outs_arg)) == NULL)
+        goto done;
+    n_outs = (size_t)PyTuple_GET_SIZE(listed);
+    if ((outs = PyMem_Calloc(n_outs ? n_outs : 1, sizeof(Py_buffer))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < n_outs; i++) {
+        size_t rows, bytes;
+        if (arena_buffer(PyTuple_GET_ITEM(listed, i), &outs[i], 1, "take_rows", "an out",
+                         &rows, &bytes) < 0)
+            goto done;
+        if (!same_rows(&table, &outs[i])) {
+            PyErr_SetString(PyExc_ValueError, "take_rows: an out's rows differ from the "
+                            "table's");
+            goto done;
+        }
+        if (overlap(&table, &outs[i])) {
+            PyErr_SetString(PyExc_ValueError, "take_rows: an out overlaps the table");
+            goto done;
+        }
+        held += rows; /* (each out's rows lie in memory of its own: no overflow) */
+        out_bytes += (size_t)outs[i].len;
+    }
+    size_t n_index = (size_t)index.len / 8;
+    if (held != n_index) {
+        PyErr_Format(PyExc_ValueError, "take_rows: the outs hold %zu rows, the index names "
+                     "%zu", held, n_index);
+        goto done;
+    }
+    if ((at = int64_copy(&index)) == NULL)
+        goto done;
+    for (size_t i = 0; i < n_index; i++) {
+        if (at[i] < 0 || (uint64_t)at[i] >= n_rows) {
+            PyErr_Format(PyExc_ValueError, "take_rows: index %zu names row %lld, outside the "
+                         "table's %zu rows", i, (long long)at[i], n_rows);
+            goto done;
+        }
+    }
+    /* Each out takes its own rows (row_bytes each: the same rows as the table's), the
+     * index's places one after the other, each checked above against the table. */
+    const uint8_t *from = table.buf;
+    PyThreadState *saved = qp_gil_let_go(out_bytes, QP_GIL_FREE_COLUMN_BYTES);
+    size_t next = 0;
+    for (size_t i = 0; i < n_outs; i++) {
+        uint8_t *to = outs[i].buf;
+        for (size_t r = 0; r < (size_t)outs[i].shape[0] && next < n_index; r++, next++)
+            memcpy(to + r * row_bytes, from + (size_t)at[next] * row_bytes, row_bytes);
+    }
+    qp_gil_take(saved);
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(at);
+    if (table.obj)
+        PyBuffer_Release(&table);
+    if (index.obj)
+        PyBuffer_Release(&index);
+    if (outs != NULL)
+        release_views(outs, n_outs);
+    PyMem_Free(outs);
+    Py_XDECREF(listed);
+    return result;
+}
+
 PyDoc_STRVAR(list_indices_doc,
 "list_indices(lengths, n, out) -> None\n\n"
 "Writes to out (a writable C-contiguous int64 array of [total, 2]) the indices [list, place]\n"
@@ -428,6 +519,7 @@ static PyMethodDef columns_methods[] = {
     {"compact_segments", py_compact_segments, METH_VARARGS, compact_segments_doc},
     {"gather_segments", py_gather_segments, METH_VARARGS, gather_segments_doc},
     {"list_indices", py_list_indices, METH_VARARGS, list_indices_doc},
+    {"take_rows", py_take_rows, METH_VARARGS, take_rows_doc},
     {"shuffle_in", py_shuffle_in, METH_VARARGS, shuffle_in_doc},
     {NULL, NULL, 0, NULL}};
 
