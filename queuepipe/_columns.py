@@ -314,9 +314,21 @@ def _rows_of_batches(table: np.ndarray, indices: Sequence[Any]) -> List[np.ndarr
     one call of the core's ``take_rows``: batches drawn together (a group of 98 KiB batches
     of mnist's images: 1.6 MB) let go of the GIL once, where a call each kept it."""
     outs = [np.empty((len(index),) + table.shape[1:], dtype=table.dtype) for index in indices]
-    joined = np.concatenate(indices) if len(indices) > 1 else indices[0]
-    take_rows(table, np.ascontiguousarray(joined, dtype=np.int64), outs)
+    take_rows(table, _joined(indices), outs)
     return outs
+
+
+def _joined(indices: Sequence[Any]) -> np.ndarray:
+    """The index arrays one after the other, int64, copied a batch at a time (NumPy's
+    concatenate lets go of the GIL from 500 items on)."""
+    if len(indices) == 1:
+        return np.ascontiguousarray(indices[0], dtype=np.int64)
+    joined = np.empty(sum(len(index) for index in indices), dtype=np.int64)
+    start = 0
+    for index in indices:
+        joined[start:start + len(index)] = index
+        start += len(index)
+    return joined
 
 
 class DenseColumn:
@@ -351,12 +363,19 @@ class DenseColumn:
             return self.data[index]
         return _get_rows(self.data, index)
 
-    def read_batches(self, indices: Sequence[Any]) -> List[np.ndarray]:
+    def read_batches(self, indices: Sequence[Any], shared: bool = False) -> List[np.ndarray]:
         """``[self.read(index) for index in indices]``, index arrays: rows of several numbers
         each (an image's) in one call for all the batches where the core is loaded
-        (:func:`_rows_of_batches`)."""
+        (:func:`_rows_of_batches`). With ``shared``, for batches that reach no user (a queue's
+        batch finish parses them), a column of objects gives views of one array for them
+        all: NumPy makes an object array of 128 items or more with ``calloc``, letting go of
+        the GIL (a hand-over to another thread each batch)."""
         if core is not None and self.data.ndim > 1 and _numbers(self.data):
             return _rows_of_batches(self.data, indices)
+        if shared and self.data.ndim == 1 and self.data.dtype == object and len(indices) > 1:
+            taken = self.data[_joined(indices)]
+            ends = np.cumsum([len(index) for index in indices]).tolist()
+            return [taken[end - len(index):end] for index, end in zip(indices, ends)]
         return [self.read(index) for index in indices]
 
     def read_one(self, row: int) -> Any:

@@ -356,12 +356,14 @@ class QueueBase:
     def _read_batches(self, indices: List[Any]) -> List[List[Any]]:
         """The raw batches at rows ``indices[0]``, ``indices[1]``, ... (disjoint), as
         :meth:`_read` of each gives them, the rows then cleared: a column of rows of numbers
-        gathers them all in one call (``DenseColumn.read_batches``)."""
+        gathers them all in one call, and where a batch finish takes them (they reach no
+        user) a column of objects gives views of one array (``DenseColumn.read_batches``)."""
         outs: List[List[Any]] = [[None] * len(self._columns) for _ in indices]
+        shared = self._batch_finish is not None
         for c, column in enumerate(self._columns):
             if column.grouped:
                 continue
-            batches = column.read_batches(indices) \
+            batches = column.read_batches(indices, shared) \
                 if isinstance(column, _columns.DenseColumn) \
                 else [column.read(index) for index in indices]
             for out, batch in zip(outs, batches):

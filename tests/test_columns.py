@@ -656,6 +656,25 @@ def test_batches_of_image_rows_drawn_together_are_read_in_one_call_without_the_g
     assert [b[0].tolist() for group in taken for b in group] == [b[0].tolist() for b in expected]
 
 
+def test_object_batches_read_together_share_one_array_only_where_no_user_sees_them():
+    # read_batch_features' serialized records, drawn ahead and parsed by the queue's batch
+    # finish: one object array for a group of batches (NumPy makes one of 128 items or more
+    # with calloc, letting go of the GIL: a hand-over every batch); batches a dequeue hands
+    # out hold no other batch's elements
+    records = np.empty(64, dtype=object)
+    records[:] = [bytes([i]) * 3 for i in range(64)]
+    indices = [np.array([5, 1, 9]), np.array([0, 63]), np.array([7])]
+    for shared in (True, False):
+        column = _columns.DenseColumn(64, np.dtype(object), ())
+        column.data[:] = records
+        batches = column.read_batches(indices, shared)
+        assert [b.tolist() for b in batches] == [records[i].tolist() for i in indices]
+        if shared:
+            assert all(b.base is not None and b.base is batches[0].base for b in batches)
+        else:
+            assert all(b.base is None for b in batches)
+
+
 @pytest.mark.parametrize("compact", _twins("compact_segments"))
 @pytest.mark.parametrize("arena, starts", [
     (np.arange(4.0), __import__("array").array("q", [0])),  # not a NumPy array

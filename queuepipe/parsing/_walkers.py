@@ -96,7 +96,7 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
                  for feature, sink in zip(features, sinks))
     present = np.empty((len(features), n), dtype=np.uint8)  # (the walk writes every cell)
     counts = np.empty((len(features), n), dtype=np.int64)  # (read for the records taken)
-    handed_back = np.zeros(n, dtype=np.uint8)
+    handed_back = np.frombuffer(bytearray(n), dtype=np.uint8)  # (np.zeros lets go of the GIL)
     results = _compiled().walk_examples(records, _core_spec(features), outs, present, counts,
                                         handed_back)
     # (bytes' search, not NumPy's: its loops over n marks let go of the GIL from 500 items
