@@ -379,3 +379,23 @@ def test_the_gil_benchmark_sets_two_threads_against_one_for_each_share(capsys):
     out = capsys.readouterr().out
     assert re.search(r"^\| 25% \| 1\.33x \| \d+\.\d\dx \|$", out, re.M)
     assert re.search(r"^\| 75% \| 2\.00x \| \d+\.\d\dx \|$", out, re.M)
+
+
+def test_the_gil_trace_adds_up_each_threads_stretches_from_the_pipelines_start():
+    trace = load("gil_trace")
+    events = [(10, 0.0, "take_gil"), (10, 0.1, "take_gil_ret__return"), (10, 0.5, "drop_gil"),
+              (11, 1.0, "take_gil"), (10, 1.05, "take_gil"), (11, 1.1, "take_gil_ret__return"),
+              (11, 1.4, "drop_gil"), (10, 1.45, "take_gil_ret__return"), (10, 1.5, "drop_gil"),
+              (11, 1.6, "take_gil"), (11, 1.6, "take_gil_ret__return"), (11, 1.7, "drop_gil")]
+    script = "\n".join(f" {tid}  {t:.6f}:   probe_libpython3:{kind}: " for tid, t, kind in events)
+    spans = trace.stretches(script)
+    rounded = {tid: {k: [round(x, 6) for x in v] for k, v in s.items()}
+               for tid, s in spans.items()}
+    # (the main thread's first stretch, before the pipeline's thread began, is not counted)
+    assert rounded == {10: {"hold": [0.05], "wait": [0.4], "free": []},
+                       11: {"hold": [0.3, 0.1], "wait": [0.1, 0.0], "free": [0.2]}}
+    text = trace.report(spans, records=1000, cpu=1.0, main=10, label="tokens")
+    assert text.splitlines()[0] == ("tokens: 1000 records, GIL held 450.00 us a record of "
+                                    "1000.00 us of CPU (0.45 of it)")
+    assert "thread 11: held 400.00 us a record, waited for it 100.00 us, without it 200.00 us;"\
+        " 2 drops (2.0 every 1,000 records), the median held stretch 200000 us" in text

@@ -1,0 +1,161 @@
+"""Who holds the GIL in the bulk pipeline, and how often it changes hands: traced, not sampled.
+
+usage (Linux, root, ``perf`` with uprobes)::
+
+    python benchmarks/gil_trace.py --data ~/.cache/queuepipe/bench-data --workload tokens --threads 1 2
+
+Runs ``bench.py``'s ``qp_bulk`` (``read_batch_features``, ``--epochs`` epochs) in a child
+under ``perf record`` with probes on the interpreter's own ``take_gil`` (entry and return)
+and ``drop_gil``, added to its ``libpython`` if missing (``perf probe``) and left there. From
+each thread's events it adds up, per record delivered, the time the thread held the GIL
+(from a ``take_gil`` return to its next ``drop_gil``), waited for it (a ``take_gil`` call to
+its return) and ran without it or slept (a ``drop_gil`` to its next ``take_gil``), and counts
+its drops: each one, with another thread waiting, is a hand-over. Printed per thread: those
+figures and the median held stretch; then all threads' held time over the child's CPU
+time, the share of the work that runs one thread at a time.
+
+Why it matters (``bench_gil.py``): two threads run at most ``1 / that share`` times as fast
+as one, and only with long stretches; with stretches of tens of microseconds the hand-overs
+take the gain. Sampling profilers (py-spy's ``--gil``) tell where the GIL is held, not how
+long each stretch is. Only the time from the pipeline's first thread on is counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from typing import Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402 - beside this file
+
+PROBES = ("take_gil", "take_gil_ret=take_gil%return", "drop_gil")
+
+CHILD = """
+import json, os, sys, time
+sys.path.insert(0, {here!r})
+import bench
+import queuepipe as qp
+folder = os.path.join({data!r}, {workload!r})
+files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
+cpu = time.process_time()
+records = sum(len(b["label"]) for b in
+              bench.pipeline_bulk(qp, files, {epochs}, {threads}, {workload!r}, None))
+print(json.dumps({{"records": records, "cpu": time.process_time() - cpu, "pid": os.getpid()}}))
+"""
+
+
+def libpython() -> str:
+    """The file that holds the interpreter's take_gil: its shared library, or itself."""
+    shared = os.path.join(sysconfig.get_config_var("LIBDIR") or "",
+                          sysconfig.get_config_var("INSTSONAME") or "")
+    return shared if os.path.isfile(shared) else os.path.realpath(sys.executable)
+
+
+def add_probes(target: str) -> List[str]:
+    """The perf events of the three probes on ``target``, added where missing."""
+    listed = subprocess.run(["perf", "probe", "--list"], capture_output=True, text=True).stdout
+    events = []
+    for probe in PROBES:
+        name = probe.split("=")[0]
+        event = f"{name}__return" if "%return" in probe else name
+        if f":{event} " not in listed:
+            subprocess.run(["perf", "probe", "-q", "-x", target, "--add", probe], check=True)
+        group = [line.split()[0] for line in subprocess.run(
+            ["perf", "probe", "--list"], capture_output=True, text=True).stdout.splitlines()
+            if line.split() and line.split()[0].endswith(f":{event}")]
+        events.append(group[0])
+    return events
+
+
+def stretches(script: str) -> Dict[int, Dict[str, List[float]]]:
+    """Each thread's stretches, in seconds, from ``perf script -F tid,time,event`` lines:
+    ``hold``, ``wait`` and ``free`` (see the module docstring), from the first event of a
+    thread other than the first one seen (the main thread) on."""
+    events: List[Tuple[float, int, str]] = []
+    for line in script.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[1].endswith(":"):
+            kind = fields[2].rstrip(":").split(":")[-1]
+            events.append((float(fields[1][:-1]), int(fields[0]), kind))
+    events.sort()
+    if not events:
+        return {}
+    main = events[0][1]
+    start = min((t for t, tid, _ in events if tid != main), default=events[0][0])
+    state: Dict[int, Tuple[str, float]] = {}
+    out: Dict[int, Dict[str, List[float]]] = {}
+    for t, tid, kind in events:
+        if t < start:
+            continue
+        was, since = state.get(tid, ("", t))
+        spans = out.setdefault(tid, {"hold": [], "wait": [], "free": []})
+        if kind == "take_gil":
+            if was == "drop":
+                spans["free"].append(t - since)
+            state[tid] = ("wait", t)
+        elif kind.startswith("take_gil_ret"):
+            if was == "wait":
+                spans["wait"].append(t - since)
+            state[tid] = ("hold", t)
+        elif kind == "drop_gil":
+            if was == "hold":
+                spans["hold"].append(t - since)
+            state[tid] = ("drop", t)
+    return out
+
+
+def report(spans: Dict[int, Dict[str, List[float]]], records: int, cpu: float, main: int,
+           label: str) -> str:
+    lines = []
+    held = 0.0
+    for tid, s in sorted(spans.items(), key=lambda item: -sum(item[1]["hold"])):
+        held += sum(s["hold"])
+        if not s["hold"]:
+            continue
+        per = 1e6 / records
+        lines.append(f"  {'main' if tid == main else 'thread'} {tid}: held "
+                     f"{sum(s['hold']) * per:.2f} us a record, waited for it "
+                     f"{sum(s['wait']) * per:.2f} us, without it {sum(s['free']) * per:.2f}"
+                     f" us; {len(s['hold'])} drops ({len(s['hold']) / records * 1e3:.1f} every"
+                     f" 1,000 records), the median held stretch "
+                     f"{statistics.median(s['hold']) * 1e6:.0f} us")
+    return (f"{label}: {records} records, GIL held {held / records * 1e6:.2f} us a record of "
+            f"{cpu / records * 1e6:.2f} us of CPU ({held / cpu:.2f} of it)\n" + "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default=bench.default_data(),
+                    help="bench.py's data folder (python benchmarks/make_data.py writes it)")
+    ap.add_argument("--workload", default="tokens", choices=bench.WORKLOADS)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--epochs", type=int, default=4)
+    args = ap.parse_args(argv)
+    events = add_probes(libpython())
+    for threads in args.threads:
+        code = CHILD.format(here=HERE, data=args.data, workload=args.workload,
+                            epochs=args.epochs, threads=threads)
+        with tempfile.TemporaryDirectory() as folder:
+            recorded = os.path.join(folder, "perf.data")
+            done = subprocess.run(["perf", "record", "-q", "-o", recorded]
+                                  + [f"-e{event}" for event in events]
+                                  + ["--", sys.executable, "-c", code],
+                                  capture_output=True, text=True, check=True)
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            script = subprocess.run(["perf", "script", "-i", recorded, "-F", "tid,time,event"],
+                                    capture_output=True, text=True, check=True).stdout
+        print(report(stretches(script), result["records"], result["cpu"], result["pid"],
+                     f"{args.workload}, {threads} enqueue thread(s)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
