@@ -22,6 +22,7 @@ import argparse
 import os
 import statistics
 import sys
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (beside this file)
@@ -50,8 +51,10 @@ def imported_from(tree: str) -> str:
     return done.stdout.strip()
 
 
-def runs(tree: str, name: str, data: str, workload: str, path: str, epochs: int) -> dict:
-    argv = bench.child_argv(name, data, epochs, bench.THREADS[name], workload, path=path)
+def runs(tree: str, name: str, data: str, workload: str, path: str, epochs: int,
+         threads: Optional[int] = None) -> dict:
+    argv = bench.child_argv(name, data, epochs, threads or bench.THREADS[name], workload,
+                            path=path)
     return bench.launch(argv, **_in_tree(tree))
 
 
@@ -66,6 +69,10 @@ def main(argv=None) -> int:
     ap.add_argument("--paths", nargs="+", default=["core", "pure"], choices=["core", "pure"])
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", type=int, nargs="+", default=[None],
+                    help="the pipeline's threads (enqueue threads of qp_bulk), each in turn "
+                         "within a round; with several, a last table sets each tree's rate "
+                         "with the last against the first (default: bench.py's)")
     args = ap.parse_args(argv)
     args.data = os.path.abspath(args.data)  # (each child runs in its tree's folder)
     for tree in (args.before, args.after):
@@ -73,23 +80,36 @@ def main(argv=None) -> int:
         if found != wanted:
             raise SystemExit(f"ab.py: a child run for {tree} imports queuepipe from "
                              f"{found or 'nowhere'}, not {wanted}")
-    print("| path | workload | pipeline | before: rate, CPU / record | after | CPU after / "
-          "before |\n|---|---|---|---|---|---|")
+    print("| path | workload | pipeline | threads | before: rate, CPU / record | after | CPU "
+          "after / before |\n|---|---|---|---|---|---|---|")
+    scaling = []
     for path in args.paths:
         for workload in args.workload:
             for name in args.pipeline:
-                got: dict = {args.before: [], args.after: []}
+                got: dict = {(tree, threads): [] for threads in args.threads
+                             for tree in (args.before, args.after)}
                 for _ in range(args.repeat):
-                    for tree in got:
-                        got[tree].append(runs(tree, name, args.data, workload, path,
-                                              args.epochs))
-                rate, cpu = ({tree: statistics.median(r[key] for r in results)
-                              for tree, results in got.items()}
-                             for key in ("steady", "steady_cpu_us"))
-                cells = [f"{rate[t] / 1000:.0f}k/s, {cpu[t]:.2f} us"
-                         for t in (args.before, args.after)]
-                print(f"| {path} | {workload} | {name} | {cells[0]} | {cells[1]} | "
-                      f"{cpu[args.after] / cpu[args.before]:.2f} |", flush=True)
+                    for tree, threads in got:
+                        got[tree, threads].append(runs(tree, name, args.data, workload, path,
+                                                       args.epochs, threads))
+                rate, cpu = ({key: statistics.median(r[field] for r in results)
+                              for key, results in got.items()}
+                             for field in ("steady", "steady_cpu_us"))
+                for threads in args.threads:
+                    cells = [f"{rate[t, threads] / 1000:.0f}k/s, {cpu[t, threads]:.2f} us"
+                             for t in (args.before, args.after)]
+                    print(f"| {path} | {workload} | {name} | {threads or bench.THREADS[name]} "
+                          f"| {cells[0]} | {cells[1]} | "
+                          f"{cpu[args.after, threads] / cpu[args.before, threads]:.2f} |",
+                          flush=True)
+                if len(args.threads) > 1:
+                    first, last = args.threads[0], args.threads[-1]
+                    scaling.append(f"| {path} | {workload} | {name} | {last} against {first} | "
+                                   + " | ".join(f"{rate[t, last] / rate[t, first]:.2f}x"
+                                                for t in (args.before, args.after)) + " |")
+    if scaling:
+        print("\n| path | workload | pipeline | threads | before: rate against rate | after |"
+              "\n|---|---|---|---|---|---|\n" + "\n".join(scaling))
     return 0
 
 

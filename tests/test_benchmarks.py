@@ -180,8 +180,23 @@ def test_the_ab_benchmark_runs_each_tree_in_turn(workload, capsys, monkeypatch):
     assert load("ab").main([here, "--data", data, "--workload", "large", "--pipeline",
                             "qp_bulk", "--paths", "pure", "--epochs", "1", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^\| pure \| large \| qp_bulk \| [\d.]+k/s, [\d.]+ us \| [\d.]+k/s, "
-                     r"[\d.]+ us \| [\d.]+ \|$", out, re.M), out
+    assert re.search(r"^\| pure \| large \| qp_bulk \| 1 \| [\d.]+k/s, [\d.]+ us \| "
+                     r"[\d.]+k/s, [\d.]+ us \| [\d.]+ \|$", out, re.M), out
+    assert "against" not in out  # one thread count: no scaling table
+
+
+def test_the_ab_benchmark_sets_each_trees_threads_against_each_other(workload, capsys):
+    _, data = workload
+    here = os.path.dirname(BENCHMARKS)
+    assert load("ab").main([here, "--data", data, "--workload", "tokens", "--pipeline",
+                            "qp_bulk", "--paths", "core", "--epochs", "1", "--repeat", "1",
+                            "--threads", "1", "2"]) == 0
+    out = capsys.readouterr().out
+    for threads in (1, 2):
+        assert re.search(rf"^\| core \| tokens \| qp_bulk \| {threads} \| [\d.]+k/s", out,
+                         re.M), out
+    assert re.search(r"^\| core \| tokens \| qp_bulk \| 2 against 1 \| [\d.]+x \| [\d.]+x \|$",
+                     out, re.M), out
 
 
 def test_the_ab_benchmark_runs_the_other_trees_queuepipe(tmp_path, monkeypatch):
