@@ -345,13 +345,18 @@ class QueueBase:
     def _read(self, index: Any) -> List[Any]:
         """The raw batch at rows ``index``, which are then cleared."""
         out = [None if column.grouped else column.read(index) for column in self._columns]
+        self._read_groups_and_clear(index, out)
+        return out
+
+    def _read_groups_and_clear(self, index: Any, out: List[Any]) -> None:
+        """Sets the grouped components of the raw batch ``out`` to those at rows ``index``,
+        then clears the rows."""
         for group in self._groups:
             group.read(index, out)
             group.clear(index)
         for column in self._columns:
             if not column.grouped:
                 column.clear(index)
-        return out
 
     def _read_batches(self, indices: List[Any]) -> List[List[Any]]:
         """The raw batches at rows ``indices[0]``, ``indices[1]``, ... (disjoint), as
@@ -369,12 +374,7 @@ class QueueBase:
             for out, batch in zip(outs, batches):
                 out[c] = batch
         for index, out in zip(indices, outs):
-            for group in self._groups:
-                group.read(index, out)
-                group.clear(index)
-            for column in self._columns:
-                if not column.grouped:
-                    column.clear(index)
+            self._read_groups_and_clear(index, out)
         return outs
 
     def _finish(self, raw: List[Any]) -> Any:
