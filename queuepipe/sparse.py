@@ -392,8 +392,9 @@ def _fill_list_indices(lengths: np.ndarray, n: int, out: Any) -> None:
     """Writes to ``out`` (int64 ``[total, 2]``) the indices ``[list, place]`` of the values
     of plain lists of ``lengths`` values each (int64), one after the other, list ``j``
     numbered ``j % n``. ``out`` may be a list of such arrays instead, which take the lists
-    in equal shares of whole batches of ``n``, one after the other. The pure twin of the core's ``list_indices``, which writes them with no array
-    made (and lets go of the GIL once for a list of outs).
+    in equal shares of whole batches of ``n``, one after the other. The pure twin of the
+    core's ``list_indices``, which writes them with no array made (and lets go of the GIL
+    once for a list of outs).
 
     Raises:
       ValueError: a length is negative or the lengths do not add up to ``out``'s rows
