@@ -512,6 +512,34 @@ def test_the_core_gathers_segments_as_the_pure_twin_does(seed):
         assert outcomes[0][1] == expected
 
 
+@pytest.mark.skipif(_columns.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_takes_rows_as_the_pure_twin_does(seed):
+    # rows named in any order, repeated or not, a few outside the table; outs of any sizes,
+    # now and then one row too many or too few in all
+    rng = np.random.default_rng(seed)
+    dtype = [np.uint8, np.int64, np.float32, np.complex64][rng.integers(4)]
+    shape = [(), (3,), (2, 5)][rng.integers(3)]
+    rows = int(rng.integers(0, 12))
+    table = rng.integers(0, 100, (rows,) + shape).astype(dtype)
+    index = rng.integers(-1 if rng.random() < 0.1 else 0, rows + (rng.random() < 0.1) or 1,
+                         int(rng.integers(0, 30))).astype(np.int64)
+    cuts = np.sort(rng.integers(0, len(index) + 1, int(rng.integers(0, 5))))
+    sizes = np.diff(np.concatenate([[0], cuts, [len(index)]])).tolist()
+    sizes[-1] += [0, 0, 0, 1, -1][rng.integers(5)] if sizes[-1] else 0
+    outcomes = []
+    for take in (_columns.core.take_rows, _columns._take_rows):
+        outs = [np.full((k,) + shape, 7, dtype=dtype) for k in sizes]
+        try:
+            outcomes.append((take(table, index, outs), [out.tolist() for out in outs]))
+        except ValueError as e:
+            outcomes.append((str(e), [out.tolist() for out in outs]))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][0] is None:
+        assert sum(outcomes[0][1], []) == table[index].tolist()
+
+
 @pytest.mark.parametrize("gather", ["core", "pure"])
 def test_gather_segments_refuses_what_it_cannot_copy_naming_it(gather):
     if gather == "core" and _columns.core is None:
