@@ -250,6 +250,36 @@ def test_the_walk_fills_the_object_array_a_ragged_string_feature_asks_for():
     assert counts.tolist() == [2, 0, 1]
 
 
+def test_the_walk_hands_its_ragged_numbers_over_in_blocks_of_their_own():
+    # each feature's numbers in a writable buffer of exactly their bytes, owned by itself:
+    # one feature's writes never show in another's, nor a call's in another call's, and the
+    # values outlive the call (the block is freed with the last array on it)
+    numbers = [np.arange(n, dtype=np.int64) * 3 - 7 for n in (200, 0, 5)]
+    records = [make_example({"i": numbers[k].tolist(), "f": [0.5] * (k + 1)}).SerializeToString()
+               for k in range(3)]
+    spec = ((b"i", 0, True, 1, False), (b"f", 1, True, 1, False), (b"none", 0, True, 1, False))
+    counts = np.zeros((3, 3), np.int64)
+
+    def walk():
+        return _core.core.walk_examples(records, spec, (None,) * 3, bytearray(9), counts,
+                                        bytearray(3))
+
+    ints, floats, empty = walk()
+    assert memoryview(ints).nbytes == 8 * 205 and not memoryview(ints).readonly
+    assert memoryview(floats).nbytes == 4 * 6 and type(empty) is bytearray and not empty
+    values = np.frombuffer(ints, np.int64)
+    assert values.flags.writeable and values.tolist() == np.concatenate(numbers).tolist()
+    np.frombuffer(floats, np.float32)[:] = 9
+    again, _, _ = walk()
+    values[:] = 0
+    assert np.frombuffer(again, np.int64).tolist() == np.concatenate(numbers).tolist()
+    assert np.frombuffer(walk()[1], np.float32).tolist() == [0.5] * 6
+    del ints, again
+    assert values.tolist() == [0] * 205  # (the array keeps its block)
+    with pytest.raises(TypeError):
+        type(floats)()
+
+
 @pytest.mark.parametrize("made, problem", _NOT_OBJECTS[:2] + [
     (np.empty(2, dtype=object), "of at least 3 items$")])
 def test_the_walk_refuses_what_a_ragged_string_feature_asks_for_when_it_is_no_array(made,

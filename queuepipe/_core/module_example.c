@@ -220,6 +220,67 @@ feature_result(const qp_feature *f)
                                          (Py_ssize_t)f->values.len);
 }
 
+/* A block of bytes the walk gathered, handed to Python as it is: a chunk's ragged numbers
+ * (megabytes for a few batches of token lists) become the values' arrays without a copy made
+ * holding the GIL, and without the fresh pages a copy's allocation costs (np.frombuffer of
+ * it gives a writable array, as a bytearray's). It owns data (malloc'd by the walk's
+ * scratch) and frees it when the last array on it goes. Python cannot make one. */
+typedef struct {
+    PyObject_HEAD
+    uint8_t *data;
+    Py_ssize_t len;
+} qp_block;
+
+static int
+block_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    qp_block *block = (qp_block *)self;
+    return PyBuffer_FillInfo(view, self, block->data, block->len, 0, flags);
+}
+
+static void
+block_dealloc(PyObject *self)
+{
+    free(((qp_block *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs block_as_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject block_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "queuepipe._qpcore.Block",
+    .tp_basicsize = sizeof(qp_block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes the compiled walk gathered (a buffer; made by walk_examples only).",
+};
+
+/* f's ragged numbers as a Block that takes over its scratch, cut to its length (the scratch
+ * is left empty; qp_feature_release then frees nothing of it); an empty bytearray when the
+ * walk gathered none. */
+static PyObject *
+handed_numbers(qp_feature *f)
+{
+    if (f->values.data == NULL || f->values.len == 0)
+        return PyByteArray_FromStringAndSize(NULL, 0);
+    qp_block *block = PyObject_New(qp_block, &block_type);
+    if (block == NULL)
+        return NULL;
+    uint8_t *data = f->values.data;
+    if (f->values.len < f->values.cap) {
+        uint8_t *cut = realloc(data, f->values.len);
+        if (cut != NULL)  /* (else the longer block stays: as good, only bigger) */
+            data = cut;
+    }
+    block->data = data;
+    block->len = (Py_ssize_t)f->values.len;
+    f->values.data = NULL;
+    f->values.len = f->values.cap = 0;
+    return (PyObject *)block;
+}
+
 /* 0 for QP_WALK_OK, else -1 with the walk's error raised. */
 static int
 raise_for(qp_walk_status status, const char *function)
@@ -363,6 +424,8 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
                 ? NULL : Py_NewRef(Py_None);
         else if (features[i].kind == QP_RAGGED && out != Py_None)
             item = span_array(&features[i], out, i);
+        else if (features[i].kind == QP_RAGGED && features[i].dtype != QP_BYTES)
+            item = handed_numbers(&features[i]);
         else
             item = feature_result(&features[i]);
         if (item == NULL) {
@@ -404,8 +467,9 @@ PyDoc_STRVAR(walk_examples_doc,
 "of at least that many items, which gets them; else None.\n"
 "present: writable uint8 [features, n]; counts: writable int64 [features, n];\n"
 "handed_back: writable uint8 [n], set to 1 for each record left to the pure path.\n"
-"Returns per feature None (values in outs), a bytearray of ragged numbers, the object\n"
-"array of a callable in outs, or a list of bytes values.");
+"Returns per feature None (values in outs), its ragged numbers (a Block, or an empty\n"
+"bytearray: a writable buffer either way), the object array of a callable in outs, or a\n"
+"list of bytes values.");
 
 static PyObject *
 walk_examples(PyObject *module, PyObject *args)
@@ -933,5 +997,7 @@ static PyMethodDef example_methods[] = {
 int
 qp_example_add_functions(PyObject *module)
 {
+    if (PyType_Ready(&block_type) < 0)
+        return -1;
     return PyModule_AddFunctions(module, example_methods);
 }

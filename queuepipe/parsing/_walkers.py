@@ -106,8 +106,9 @@ def core_walk(records: List[bytes], features: Sequence, sinks: Sequence) -> Sequ
     for feature, sink, result, count in zip(features, sinks, results, counts):
         if feature.kind == _FIXED:
             continue
-        # strings: the object array made by _object_array; numbers: a bytearray (the array
-        # owns writable memory, as the pure path's do)
+        # strings: the object array made by _object_array; numbers: the block the walk
+        # gathered them in, handed over without a copy (a writable buffer: the array owns
+        # writable memory, as the pure path's do)
         values = result if feature.dtype == _dtypes.string else \
             np.frombuffer(result, dtype=feature.dtype)
         sink.put_ragged(rows, count if everyone else count[rows], values)
