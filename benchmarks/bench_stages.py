@@ -6,6 +6,7 @@ usage::
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --pipeline --threads 1 2 \
         --read-batch-size 2048
+    python benchmarks/bench_stages.py --workload tokens --pipeline --apart --threads 1 2
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
@@ -34,6 +35,10 @@ the consumer's dequeue: what a second thread can run beside the first, and what 
 then the consumer's thread CPU per record in all (the training loop's thread: its dequeues,
 and the batches it parses itself), and the share of the wall time each enqueue thread was on
 a core (its CPU time over the wall time): what is left of it waited, for room or the GIL.
+
+``--pipeline --apart`` runs each of ``--threads`` as that many separate ``qp_bulk``
+pipelines of one enqueue thread, each read by a thread of its own: they share no lock but
+the GIL, a bound for what that many enqueue threads of one pipeline could reach.
 """
 
 from __future__ import annotations
@@ -101,6 +106,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1],
                     help="with --pipeline: the enqueue thread counts to measure, each "
                          "--repeat times, interleaved")
+    ap.add_argument("--apart", action="store_true",
+                    help="with --pipeline: run each thread count as that many separate "
+                         "pipelines instead, each of one enqueue thread and read by a consumer "
+                         "thread of its own")
     ap.add_argument("--read-batch-size", type=int, default=None,
                     help="records per chunk (read_up_to's, 512 by default; with --pipeline, "
                          "qp_bulk's read_batch_size, read_batch_features' default by "
@@ -118,6 +127,8 @@ def main(argv=None) -> int:
     chunk, bench.BULK_CHUNK = bench.BULK_CHUNK, args.read_batch_size
     try:
         with _timed_walk() as walk_seconds:
+            if args.pipeline and args.apart:
+                return _apart(qp, folder, args)
             if args.pipeline:
                 return _pipeline(qp, folder, args, walk_seconds)
             return _stages(qp, files, specs, args, walk_seconds)
@@ -183,6 +194,41 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
               + f"; the consumer's thread in all {steps['(consumer thread)'] / records * 1e6:.2f}"
               f" us; each enqueue thread busy (its CPU) "
               f"{steps['(enqueue threads, busy)']:.0%} of the wall time")
+    return 0
+
+
+def _apart(qp, folder, args) -> int:
+    """``--pipeline --apart``: ``n`` separate ``qp_bulk`` pipelines at once (``n`` each of
+    ``--threads``), each of one enqueue thread, 2 epochs, and a consumer thread of its own;
+    records a second of them all (the best of ``--repeat`` interleaved rounds) and CPU a
+    record (the least). They share no queue, plan or lock, only the GIL and the cores: what
+    ``n`` threads could reach if the pipeline's threads shared nothing else."""
+    import threading
+
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
+    rounds = {n: [] for n in args.threads}
+    for _ in range(args.repeat):
+        for n in args.threads:
+            counts = [0] * n
+
+            def consume(i: int) -> None:
+                counts[i] = sum(len(batch["label"]) for batch in
+                                bench.pipeline_bulk(qp, files, 2, 1, args.workload, None))
+
+            consumers = [threading.Thread(target=consume, args=(i,)) for i in range(n)]
+            start, wall = time.process_time(), time.perf_counter()
+            for consumer in consumers:
+                consumer.start()
+            for consumer in consumers:
+                consumer.join()
+            wall = time.perf_counter() - wall
+            rounds[n].append((wall, time.process_time() - start, sum(counts)))
+    for n, measured in rounds.items():
+        wall, _, records = min(measured)
+        print(f"{args.workload}: {n} separate read_batch_features pipeline(s) of 1 enqueue "
+              f"thread, {records} records: {records / wall / 1e3:.0f}k records/s (best of "
+              f"{args.repeat}; all: " + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
+              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
     return 0
 
 

@@ -14,10 +14,16 @@ its drops: each one, with another thread waiting, is a hand-over. Printed per th
 figures and the median held stretch; then all threads' held time over the child's CPU
 time, the share of the work that runs one thread at a time.
 
+Last, over the pipeline's wall time, the share in which some thread held the GIL, and its
+hand-overs: each drop while another thread waited, and the time from it until the waiter's
+take returned, when nobody holds the GIL (the waiter's wake-up: 20-50 us on the 2-core
+virtual machine of these measurements, where a futex wake of an idle core is slow).
+
 Why it matters (``bench_gil.py``): two threads run at most ``1 / that share`` times as fast
 as one, and only with long stretches; with stretches of tens of microseconds the hand-overs
 take the gain. Sampling profilers (py-spy's ``--gil``) tell where the GIL is held, not how
-long each stretch is. Only the time from the pipeline's first thread on is counted.
+long each stretch is. Only the time from the pipeline's first thread's first event to its
+last thread's last one is counted.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -75,10 +81,11 @@ def add_probes(target: str) -> List[str]:
     return events
 
 
-def stretches(script: str) -> Dict[int, Dict[str, List[float]]]:
-    """Each thread's stretches, in seconds, from ``perf script -F tid,time,event`` lines:
-    ``hold``, ``wait`` and ``free`` (see the module docstring), from the first event of a
-    thread other than the first one seen (the main thread) on."""
+def _events(script: str) -> Tuple[List[Tuple[float, int, str]], float, float]:
+    """``(time, thread, probe)`` of ``perf script -F tid,time,event`` lines, in time order,
+    and the pipeline's time: from the first event of a thread other than the first one seen
+    (the main thread) to the last one of such a thread (the interpreter's exit, after the
+    pipeline, is left out)."""
     events: List[Tuple[float, int, str]] = []
     for line in script.splitlines():
         fields = line.split()
@@ -87,13 +94,22 @@ def stretches(script: str) -> Dict[int, Dict[str, List[float]]]:
             events.append((float(fields[1][:-1]), int(fields[0]), kind))
     events.sort()
     if not events:
-        return {}
+        return [], 0.0, 0.0
     main = events[0][1]
-    start = min((t for t, tid, _ in events if tid != main), default=events[0][0])
+    others = [t for t, tid, _ in events if tid != main]
+    start, end = (others[0], others[-1]) if others else (events[0][0], events[-1][0])
+    return events, start, end
+
+
+def stretches(script: str) -> Dict[int, Dict[str, List[float]]]:
+    """Each thread's stretches, in seconds, from ``perf script -F tid,time,event`` lines:
+    ``hold``, ``wait`` and ``free`` (see the module docstring), over the pipeline's time
+    (:func:`_events`)."""
+    events, start, end = _events(script)
     state: Dict[int, Tuple[str, float]] = {}
     out: Dict[int, Dict[str, List[float]]] = {}
     for t, tid, kind in events:
-        if t < start:
+        if not start <= t <= end:
             continue
         was, since = state.get(tid, ("", t))
         spans = out.setdefault(tid, {"hold": [], "wait": [], "free": []})
@@ -110,6 +126,40 @@ def stretches(script: str) -> Dict[int, Dict[str, List[float]]]:
                 spans["hold"].append(t - since)
             state[tid] = ("drop", t)
     return out
+
+
+def handovers(script: str) -> Dict[str, float]:
+    """How busy the GIL was over the pipeline's time (:func:`_events`), and what its
+    hand-overs cost: ``window`` (seconds), ``held`` (the share of it some thread held the
+    GIL), ``handovers`` (drops while another thread waited for it), ``gap`` (the median
+    time, seconds, from such a drop to the next thread's take returning: nobody holds the
+    GIL meanwhile, the waiter is being woken) and ``gaps`` (their sum's share of the
+    window)."""
+    events, start, end = _events(script)
+    window = end - start
+    held, gaps = 0.0, []
+    waiting: set = set()
+    holder: Optional[Tuple[int, float]] = None
+    dropped: Optional[float] = None  # a drop with a thread waiting, not yet taken
+    for t, tid, kind in events:  # (from the first: who holds the GIL when the window opens)
+        if t > end:
+            break
+        if kind == "take_gil":
+            waiting.add(tid)
+        elif kind.startswith("take_gil_ret"):
+            waiting.discard(tid)
+            if dropped is not None and dropped >= start:
+                gaps.append(t - dropped)
+            dropped = None
+            holder = (tid, t)
+        elif kind == "drop_gil":
+            if holder is not None and holder[0] == tid:
+                held += max(0.0, t - max(holder[1], start))
+            holder = None
+            dropped = t if waiting - {tid} else None
+    return {"window": window, "held": held / window if window else 0.0,
+            "handovers": len(gaps), "gap": statistics.median(gaps) if gaps else 0.0,
+            "gaps": sum(gaps) / window if window else 0.0}
 
 
 def report(spans: Dict[int, Dict[str, List[float]]], records: int, cpu: float, main: int,
@@ -129,6 +179,12 @@ def report(spans: Dict[int, Dict[str, List[float]]], records: int, cpu: float, m
                      f"{statistics.median(s['hold']) * 1e6:.0f} us")
     return (f"{label}: {records} records, GIL held {held / records * 1e6:.2f} us a record of "
             f"{cpu / records * 1e6:.2f} us of CPU ({held / cpu:.2f} of it)\n" + "\n".join(lines))
+
+
+def busy(summary: Dict[str, float]) -> str:
+    return (f"  the GIL held {summary['held']:.0%} of the pipeline's {summary['window'] * 1e3:.0f}"
+            f" ms; {summary['handovers']:.0f} hand-overs to a waiting thread, each leaving it "
+            f"free for {summary['gap'] * 1e6:.0f} us (median), {summary['gaps']:.0%} of the time")
 
 
 def main(argv=None) -> int:
@@ -154,6 +210,7 @@ def main(argv=None) -> int:
                                     capture_output=True, text=True, check=True).stdout
         print(report(stretches(script), result["records"], result["cpu"], result["pid"],
                      f"{args.workload}, {threads} enqueue thread(s)"))
+        print(busy(handovers(script)))
     return 0
 
 

@@ -341,6 +341,18 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     assert not re.search(r"busy \(its CPU\) 0% ", out), out  # (the runners' threads timed)
 
 
+def test_the_stage_benchmark_runs_pipelines_apart(workload, capsys):
+    # each pipeline reads every record twice (2 epochs of the 600 records): two of them, 2,400
+    _, data = workload
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
+                                      "--apart", "--threads", "1", "2", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    for n, records in ((1, 1200), (2, 2400)):
+        assert re.search(rf"^tokens: {n} separate read_batch_features pipeline\(s\) of 1 "
+                         rf"enqueue thread, {records} records: \d+k records/s \(best of 2; "
+                         r"all: \d+k/\d+k\), [\d.]+ us of CPU per record$", out, re.M), out
+
+
 def test_the_sequence_benchmark_times_each_path(capsys):
     from queuepipe.parsing import _walkers
 
@@ -415,3 +427,23 @@ def test_the_gil_trace_adds_up_each_threads_stretches_from_the_pipelines_start()
                                     "1000.00 us of CPU (0.45 of it)")
     assert "thread 11: held 400.00 us a record, waited for it 100.00 us, without it 200.00 us;"\
         " 2 drops (2.0 every 1,000 records), the median held stretch 200000 us" in text
+
+
+def test_the_gil_trace_counts_the_hand_overs_and_what_they_leave_free():
+    trace = load("gil_trace")
+    # main 10 holds; 11 waits from 1.0; 10 drops at 1.2 (a hand-over: 11 takes at 1.25), takes
+    # again at 1.3 and waits; 11 drops at 1.5 (10 takes at 1.6); 10 drops at 1.8, nobody waits
+    # (no hand-over); 11's last event at 2.0 ends the window, 10's exit after it is left out
+    events = [(10, 0.0, "take_gil"), (10, 0.0, "take_gil_ret__return"),
+              (11, 1.0, "take_gil"), (10, 1.2, "drop_gil"), (11, 1.25, "take_gil_ret__return"),
+              (10, 1.3, "take_gil"), (11, 1.5, "drop_gil"), (10, 1.6, "take_gil_ret__return"),
+              (10, 1.8, "drop_gil"), (11, 1.9, "take_gil"), (11, 1.9, "take_gil_ret__return"),
+              (11, 2.0, "drop_gil"), (10, 3.0, "take_gil"), (10, 3.0, "take_gil_ret__return")]
+    script = "\n".join(f" {tid}  {t:.6f}:   probe_libpython3:{kind}: " for tid, t, kind in events)
+    summary = trace.handovers(script)
+    assert summary["handovers"] == 2 and round(summary["window"], 6) == 1.0
+    assert round(summary["gap"], 6) == 0.075 and round(summary["gaps"], 6) == 0.15
+    assert round(summary["held"], 6) == round((0.2 + 0.25 + 0.2 + 0.1) / 1.0, 6)
+    assert trace.busy(summary) == ("  the GIL held 75% of the pipeline's 1000 ms; 2 hand-overs to "
+                                   "a waiting thread, each leaving it free for 75000 us (median), "
+                                   "15% of the time")
