@@ -257,9 +257,15 @@ static PyTypeObject block_type = {
     .tp_doc = "Bytes the compiled walk gathered (a buffer; made by walk_examples only).",
 };
 
-/* f's ragged numbers as a Block that takes over its scratch, cut to its length (the scratch
- * is left empty; qp_feature_release then frees nothing of it); an empty bytearray when the
- * walk gathered none. */
+/* f's ragged numbers as a Block that takes over its scratch (left empty: qp_feature_release
+ * then frees nothing of it); an empty bytearray when the walk gathered none.
+ *
+ * The scratch keeps its capacity (less than twice its length): cut to its length, a block of
+ * megabytes was freed (by the consumer, as often as not) with a size below the next chunk's
+ * scratch, so glibc's threshold for mapping an allocation on its own never rose past the
+ * scratch, and every block was mapped and unmapped, the unmap (50-100 us, with the other
+ * core's TLB to shoot down) holding the GIL in the consumer. Freed whole, the first one
+ * raises the threshold past the next ones, which come from the heap. */
 static PyObject *
 handed_numbers(qp_feature *f)
 {
@@ -268,13 +274,7 @@ handed_numbers(qp_feature *f)
     qp_block *block = PyObject_New(qp_block, &block_type);
     if (block == NULL)
         return NULL;
-    uint8_t *data = f->values.data;
-    if (f->values.len < f->values.cap) {
-        uint8_t *cut = realloc(data, f->values.len);
-        if (cut != NULL)  /* (else the longer block stays: as good, only bigger) */
-            data = cut;
-    }
-    block->data = data;
+    block->data = f->values.data;
     block->len = (Py_ssize_t)f->values.len;
     f->values.data = NULL;
     f->values.len = f->values.cap = 0;
