@@ -45,6 +45,7 @@ from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentErro
                               OutOfRangeError)
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
+from queuepipe._core import core
 from queuepipe._frames import unframe_many
 from queuepipe._open_files import OpenFiles, descriptor_budget
 from queuepipe.remote import is_remote
@@ -62,6 +63,31 @@ REFUSED = "the state is damaged or not this pipeline's"
 _log = logging.getLogger("queuepipe.records")  # where the readers log a damaged record
 
 _least = np.minimum.reduce  # (the ufunc itself: ndarray.min's Python wrapper costs more)
+
+# What delivered passes as the limit when no ticket is open: below every place.
+_NO_TICKET = -(1 << 63)
+
+
+def _pure_mark_delivered(left: np.ndarray, ordinals: np.ndarray, low: int, limit: int,
+                         due: bytearray) -> None:
+    """Marks the records of ``ordinals`` (int64) delivered in ``left``, the marks of the
+    ordinals from ``low`` on, passing over those below ``low`` (forgotten); first sets
+    ``due[0]`` when one lies below ``limit`` (the oldest open ticket's end). An IndexError,
+    nothing marked, for an ordinal past the marks. The core's ``mark_delivered`` does the same
+    in one call: the consumer runs this once a batch, where its NumPy calls cost 4-5 us."""
+    if not len(ordinals):
+        return
+    places = ordinals - low
+    least = _least(places)
+    if least < 0:  # (delivered again: forgotten since)
+        places = places[places >= 0]
+    if least < limit:
+        due[0] = 1
+    left[places] = False
+
+
+_mark_delivered: Callable[[np.ndarray, np.ndarray, int, int, bytearray], None] = (
+    getattr(core, "mark_delivered", None) if core is not None else None) or _pure_mark_delivered
 
 
 class Chunk(NamedTuple):
@@ -165,7 +191,9 @@ class ReadPlan:
         self._tickets: Deque[Tuple[int, List[int]]] = collections.deque()
         self._low = 0
         self._left = np.zeros(0, dtype=bool)
-        self._forget_due = False  # a batch held a record of the oldest ticket: see delivered
+        # 1 once a batch held a record of the oldest ticket (see delivered): a bytearray that
+        # the core's mark_delivered sets in the call that marks
+        self._forget_due = bytearray(1)
         if order == "global":
             self._offsets, self._lengths, self._first = self._load_indexes()
 
@@ -500,18 +528,14 @@ class ReadPlan:
         if not len(ordinals):
             return
         with self._marks_lock:
-            places = ordinals - self._low
-            least = _least(places)
-            if least < 0:  # (delivered again: forgotten since)
-                places = places[places >= 0]
+            limit = _NO_TICKET
             if self._tickets:
                 base, where = self._tickets[0]
-                if least < base - self._low + where[-1]:
-                    # (set first: a call cut short after the marks leaves the search to
-                    # the next call, whoever makes it)
-                    self._forget_due = True
-            self._left[places] = False
-            if self._forget_due:
+                limit = base - self._low + where[-1]
+            # (the flag is set before the marks: a call cut short after them leaves the
+            # search to the next call, whoever makes it)
+            _mark_delivered(self._left, ordinals, self._low, limit, self._forget_due)
+            if self._forget_due[0]:
                 self._forget_delivered()
 
     def _forget_delivered(self) -> None:
@@ -527,7 +551,7 @@ class ReadPlan:
         if forgotten:
             tickets = collections.deque(itertools.islice(self._tickets, forgotten, None))
             self._tickets, self._left, self._low = tickets, left[end:], low + end
-        self._forget_due = False
+        self._forget_due[0] = 0
 
     def state(self) -> Dict[str, Any]:
         """Where the plan is, and every open ticket with the records it has not delivered."""

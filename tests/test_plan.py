@@ -5,8 +5,11 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import queuepipe as qp
+from queuepipe import plan as plan_module
 from queuepipe.plan import ReadPlan
 from queuepipe.shards import write_shards
 
@@ -108,3 +111,45 @@ def test_a_delivery_cut_short_after_its_marks_leaves_the_forgetting_to_the_next(
     plan.delivered(second.ordinals[:1])  # no record of the oldest: it forgets all the same
     assert [base for base, _ in plan._tickets] == [16] and plan._low == 16
     plan.close()
+
+
+_MARKS = [plan_module._pure_mark_delivered] + (
+    [] if getattr(plan_module.core, "mark_delivered", None) is None
+    else [plan_module.core.mark_delivered])
+
+
+@pytest.mark.skipif(len(_MARKS) < 2, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_marks_deliveries_as_the_pure_twin_does(seed):
+    # ordinals in any order, some below low (forgotten), now and then one past the marks;
+    # limits below, among and above the places: the same marks, flag and error
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    low = int(rng.integers(0, 1 << 40))
+    left = rng.random(n) < 0.7
+    ordinals = (low + rng.integers(-5, n + (rng.random() < 0.1) or 1,
+                                   int(rng.integers(0, 30)))).astype(np.int64)
+    limit = int(rng.choice([plan_module._NO_TICKET, int(rng.integers(-6, n + 2))]))
+    outcomes = []
+    for mark in _MARKS:
+        marks, due = left.copy(), bytearray(1)
+        try:
+            outcomes.append((mark(marks, ordinals, low, limit, due), marks.tolist(), due[0]))
+        except IndexError as e:
+            outcomes.append((str(e), marks.tolist(), due[0]))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][0] is None:
+        places = ordinals - low
+        assert not outcomes[0][1] or not np.array(outcomes[0][1])[places[places >= 0]].any()
+        assert outcomes[0][2] == int(len(places) > 0 and places.min() < limit)
+
+
+@pytest.mark.parametrize("mark", _MARKS)
+def test_marking_deliveries_past_the_marks_names_the_place_and_marks_nothing(mark):
+    left, due = np.ones(4, dtype=bool), bytearray(1)
+    with pytest.raises(IndexError, match=r"^index 6 is out of bounds for axis 0 with size 4$"):
+        mark(left, np.array([12, 16, 11], dtype=np.int64), 10, 12, due)
+    assert left.tolist() == [True] * 4 and due[0] == 1  # (the flag is set first)
+    mark(left, np.array([9, 13], dtype=np.int64), 10, plan_module._NO_TICKET, due)
+    assert left.tolist() == [True, True, True, False]

@@ -160,3 +160,39 @@ qp_columns_shuffle_in(int64_t *slots, size_t n_slots, size_t start, const int64_
         slots[places[i]] = rows[i];
     return QP_COLUMNS_OK;
 }
+
+/* ordinal - low as NumPy's int64 subtraction gives it: wrapped, never undefined. */
+static inline int64_t
+place_of(int64_t ordinal, int64_t low)
+{
+    return (int64_t)((uint64_t)ordinal - (uint64_t)low);
+}
+
+qp_columns_status
+qp_columns_mark(uint8_t *left, size_t n_left, const int64_t *ordinals, size_t k, int64_t low,
+                int64_t limit, uint8_t *due, size_t *bad)
+{
+    if (k == 0)
+        return QP_COLUMNS_OK;
+    int64_t least = place_of(ordinals[0], low);
+    for (size_t i = 1; i < k; i++) {
+        int64_t place = place_of(ordinals[i], low);
+        if (place < least)
+            least = place;
+    }
+    if (least < limit)
+        *due = 1;
+    for (size_t i = 0; i < k; i++) {
+        int64_t place = place_of(ordinals[i], low);
+        if (place >= 0 && (uint64_t)place >= n_left) {
+            *bad = i;
+            return QP_COLUMNS_PAST_END;
+        }
+    }
+    for (size_t i = 0; i < k; i++) {
+        int64_t place = place_of(ordinals[i], low);
+        if (place >= 0)
+            left[place] = 0;
+    }
+    return QP_COLUMNS_OK;
+}

@@ -60,4 +60,14 @@ qp_columns_status qp_columns_shuffle_in(int64_t *slots, size_t n_slots, size_t s
                                         const int64_t *places, size_t k, uint8_t *taken,
                                         int64_t *rows, size_t *bad);
 
+/* A read plan's marks of the records delivered (queuepipe/plan.py, _pure_mark_delivered, whose
+ * pure twin this is): each ordinal's place is ordinal - low (as int64s wrap); places below 0
+ * are passed over (forgotten). First *due becomes 1 when the least place is below limit (a
+ * record of the oldest ticket open); then, unless a place of 0 or more is at or past n_left
+ * (QP_COLUMNS_PAST_END, *bad its index in ordinals, nothing marked), left[place] = 0 for
+ * every one. */
+qp_columns_status qp_columns_mark(uint8_t *left, size_t n_left, const int64_t *ordinals,
+                                  size_t k, int64_t low, int64_t limit, uint8_t *due,
+                                  size_t *bad);
+
 #endif

@@ -515,12 +515,59 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(mark_delivered_doc,
+"mark_delivered(left, ordinals, low, limit, due, /)\n--\n\n"
+"A read plan's marks of delivery: for each ordinal (a C-contiguous int64 array) whose place,\n"
+"ordinal - low (as int64s wrap), is 0 or more, left[place] (a writable C-contiguous array of\n"
+"bools) becomes False; places below 0 are passed over. First due[0] (a writable buffer of a\n"
+"byte at least) becomes 1 when the least place is below limit. An IndexError as NumPy's, with\n"
+"nothing marked (due set all the same), for a place past left's end. Keeps the GIL.");
+
+static PyObject *
+py_mark_delivered(PyObject *self, PyObject *args)
+{
+    PyObject *left_arg, *ordinals_arg, *result = NULL;
+    long long low, limit;
+    Py_buffer views[3] = {{0}}, *left = &views[0], *ordinals = &views[1], *due = &views[2];
+    size_t n_left, item_bytes, bad = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOLLw*:mark_delivered", &left_arg, &ordinals_arg, &low,
+                          &limit, due))
+        return NULL;
+    if (due->len < 1) {
+        PyErr_SetString(PyExc_ValueError, "mark_delivered: due must hold a byte at least");
+        goto done;
+    }
+    if (arena_buffer(left_arg, left, 1, "mark_delivered", "left", &n_left, &item_bytes) < 0)
+        goto done;
+    if (left->ndim != 1 || left->itemsize != 1 || strcmp(left->format, "?") != 0) {
+        PyErr_SetString(PyExc_ValueError, "mark_delivered: left must be a writable "
+                        "C-contiguous 1-D array of bools");
+        goto done;
+    }
+    if (int64_buffer(ordinals_arg, ordinals, "mark_delivered", "ordinals") < 0)
+        goto done;
+    const int64_t *ordinal = ordinals->buf;
+    if (qp_columns_mark(left->buf, n_left, ordinal, (size_t)ordinals->len / 8, (int64_t)low,
+                        (int64_t)limit, due->buf, &bad) != QP_COLUMNS_OK) {
+        /* (NumPy's words for left[places] = False) */
+        PyErr_Format(PyExc_IndexError, "index %lld is out of bounds for axis 0 with size %zu",
+                     (long long)((uint64_t)ordinal[bad] - (uint64_t)low), n_left);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    release_views(views, 3);
+    return result;
+}
+
 static PyMethodDef columns_methods[] = {
     {"compact_segments", py_compact_segments, METH_VARARGS, compact_segments_doc},
     {"gather_segments", py_gather_segments, METH_VARARGS, gather_segments_doc},
     {"list_indices", py_list_indices, METH_VARARGS, list_indices_doc},
     {"take_rows", py_take_rows, METH_VARARGS, take_rows_doc},
     {"shuffle_in", py_shuffle_in, METH_VARARGS, shuffle_in_doc},
+    {"mark_delivered", py_mark_delivered, METH_VARARGS, mark_delivered_doc},
     {NULL, NULL, 0, NULL}};
 
 int
