@@ -534,7 +534,10 @@ class ReadPlan:
                 limit = base - self._low + where[-1]
             # (the flag is set before the marks: a call cut short after them leaves the
             # search to the next call, whoever makes it)
-            _mark_delivered(self._left, ordinals, self._low, limit, self._forget_due)
+            # (int64 whatever the caller's integers: the core takes nothing else, and the
+            # pure twin's subtraction must wrap as the core's does)
+            _mark_delivered(self._left, np.asarray(ordinals, dtype=np.int64), self._low, limit,
+                            self._forget_due)
             if self._forget_due[0]:
                 self._forget_delivered()
 

@@ -74,6 +74,17 @@ def test_the_keys_of_records_delivered_or_of_an_unkeyed_plan_are_none(shards):
     unkeyed.close()
 
 
+def test_records_are_delivered_whatever_the_integers_their_ordinals_come_in(shards):
+    # (a plan's own callers give int64; the core's marks take nothing else, the pure twin
+    # anything: delivered makes them int64 for both)
+    files = sorted(os.fsdecode(path) for path in shards)
+    plan = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
+    first = plan.take()
+    plan.delivered(first.ordinals.astype(np.int32))
+    assert plan.keys_of(first.ordinals) is None  # all delivered: its ticket is forgotten
+    plan.close()
+
+
 def test_chunks_are_forgotten_once_the_oldest_and_those_after_it_are_all_delivered(shards):
     # A batch without a record of the oldest open chunk forgets nothing (delivered checks
     # the oldest only then); the one that delivers its last record forgets it and every
