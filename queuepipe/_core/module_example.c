@@ -114,29 +114,61 @@ writable_objects(PyObject *obj, Py_buffer *view, size_t n_items, Py_ssize_t inde
     return 0;
 }
 
-/* How many spans ahead of the one made into bytes the next one's bytes are fetched into the
- * cache: a string's bytes lie in its record, which the walk of the whole chunk has long left
- * (a cache miss per string, most of the cost of making it, when not fetched ahead). */
+/* How many spans ahead of the one copied the next one's bytes are fetched into the cache: a
+ * string's bytes lie in its record, which the walk of the whole chunk has long left (a cache
+ * miss per string, most of the cost of its copy, when not fetched ahead). */
 #define SPAN_PREFETCH 8
 
-/* Replaces *slot (an item of an object array) with a bytes object of the i-th span in f's
- * scratch, and fetches the bytes of span i + SPAN_PREFETCH into the cache. */
+/* Sets made[0..n) to new bytes objects of spans first .. first + n - 1 of f's scratch. They
+ * are made empty holding the GIL, then filled by one pass that lets go of it when the strings
+ * come to QP_GIL_FREE_BYTES or more (a chunk of images: megabytes, copied while another
+ * thread runs Python): until returned they are this call's alone, and the records the spans
+ * lie in are held by the caller. 0, or -1 with an exception set and nothing made. */
 static int
-put_span(const qp_feature *f, size_t i, PyObject **slot)
+span_bytes(const qp_feature *f, size_t first, size_t n, PyObject **made)
 {
-    qp_span span;
-    if ((i + SPAN_PREFETCH) * sizeof span < f->values.len) {
-        memcpy(&span, f->values.data + (i + SPAN_PREFETCH) * sizeof span, sizeof span);
-        __builtin_prefetch(span.data);
+    const uint8_t *spans = f->values.data + first * sizeof(qp_span);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        qp_span span;
+        memcpy(&span, spans + i * sizeof span, sizeof span);
+        made[i] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)span.len);
+        if (made[i] == NULL) {
+            while (i > 0)
+                Py_DECREF(made[--i]);
+            return -1;
+        }
+        total += span.len;
     }
-    memcpy(&span, f->values.data + i * sizeof span, sizeof span);
-    PyObject *value = PyBytes_FromStringAndSize((const char *)span.data, (Py_ssize_t)span.len);
-    if (value == NULL)
-        return -1;
-    PyObject *old = *slot;
-    *slot = value;
-    Py_XDECREF(old);
+    PyThreadState *saved = qp_gil_let_go(total, QP_GIL_FREE_BYTES);
+    for (size_t i = 0; i < n; i++) {
+        qp_span span;
+        if (i + SPAN_PREFETCH < n) {
+            memcpy(&span, spans + (i + SPAN_PREFETCH) * sizeof span, sizeof span);
+            __builtin_prefetch(span.data);
+        }
+        memcpy(&span, spans + i * sizeof span, sizeof span);
+        memcpy(PyBytes_AS_STRING(made[i]), span.data, span.len);
+    }
+    qp_gil_take(saved);
     return 0;
+}
+
+/* span_bytes of spans 0 .. n - 1 into a PyMem array of their own (NULL with an exception
+ * set), for the caller to move into place and PyMem_Free. */
+static PyObject **
+all_span_bytes(const qp_feature *f, size_t n)
+{
+    PyObject **made = PyMem_Malloc((n ? n : 1) * sizeof(PyObject *));
+    if (made == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (span_bytes(f, 0, n, made) < 0) {
+        PyMem_Free(made);
+        return NULL;
+    }
+    return made;
 }
 
 /* Puts the string values of a dense bytes feature into its object array `slots` of
@@ -145,20 +177,29 @@ put_span(const qp_feature *f, size_t i, PyObject **slot)
 static int
 fill_objects(const qp_feature *f, PyObject **slots, size_t n_records)
 {
-    size_t n_spans = f->values.len / sizeof(qp_span), next = 0;
+    size_t n_spans = f->values.len / sizeof(qp_span), needed = 0;
+    for (size_t row = 0; row < n_records; row++)
+        needed += f->present[row] ? (size_t)f->size : 0;
+    if (needed > n_spans) {
+        PyErr_SetString(PyExc_SystemError, "walk_examples: the walk gave fewer strings than "
+                        "its records hold");
+        return -1;
+    }
+    PyObject **made = all_span_bytes(f, needed);
+    if (made == NULL)
+        return -1;
+    size_t next = 0;
     for (size_t row = 0; row < n_records; row++) {
         if (!f->present[row])
             continue;
-        for (size_t k = 0; k < (size_t)f->size; k++, next++) {
-            if (next >= n_spans) {
-                PyErr_SetString(PyExc_SystemError, "walk_examples: the walk gave fewer "
-                                "strings than its records hold");
-                return -1;
-            }
-            if (put_span(f, next, &slots[row * (size_t)f->size + k]) < 0)
-                return -1;
+        for (size_t k = 0; k < (size_t)f->size; k++) {
+            PyObject **slot = &slots[row * (size_t)f->size + k];
+            PyObject *old = *slot;
+            *slot = made[next++];
+            Py_XDECREF(old);
         }
     }
+    PyMem_Free(made);
     return 0;
 }
 
@@ -176,12 +217,20 @@ span_array(const qp_feature *f, PyObject *make, Py_ssize_t index)
         Py_DECREF(array);
         return NULL;
     }
-    int failed = 0;
-    for (size_t i = 0; i < n && !failed; i++)
-        failed = put_span(f, i, &((PyObject **)view.buf)[i]) < 0;
+    PyObject **made = all_span_bytes(f, n);
+    if (made == NULL) {
+        PyBuffer_Release(&view);
+        Py_DECREF(array);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject **slot = &((PyObject **)view.buf)[i];
+        PyObject *old = *slot;
+        *slot = made[i];
+        Py_XDECREF(old);
+    }
+    PyMem_Free(made);
     PyBuffer_Release(&view);
-    if (failed)
-        Py_CLEAR(array);
     return array;
 }
 
@@ -193,17 +242,14 @@ span_list(const qp_feature *f)
     PyObject *list = PyList_New((Py_ssize_t)n);
     if (list == NULL)
         return NULL;
-    for (size_t i = 0; i < n; i++) {
-        qp_span span;
-        memcpy(&span, f->values.data + i * sizeof span, sizeof span);
-        PyObject *value = PyBytes_FromStringAndSize((const char *)span.data,
-                                                    (Py_ssize_t)span.len);
-        if (value == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, value);
+    PyObject **made = all_span_bytes(f, n);
+    if (made == NULL) {
+        Py_DECREF(list);
+        return NULL;
     }
+    for (size_t i = 0; i < n; i++)
+        PyList_SET_ITEM(list, (Py_ssize_t)i, made[i]);
+    PyMem_Free(made);
     return list;
 }
 
