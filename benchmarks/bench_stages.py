@@ -7,6 +7,7 @@ usage::
     python benchmarks/bench_stages.py --workload tokens --pipeline --threads 1 2 \
         --read-batch-size 2048
     python benchmarks/bench_stages.py --workload tokens --pipeline --apart --threads 1 2
+    python benchmarks/bench_stages.py --workload tokens --pipeline --processes --threads 1 2
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
@@ -39,6 +40,11 @@ a core (its CPU time over the wall time): what is left of it waited, for room or
 ``--pipeline --apart`` runs each of ``--threads`` as that many separate ``qp_bulk``
 pipelines of one enqueue thread, each read by a thread of its own: they share no lock but
 the GIL, a bound for what that many enqueue threads of one pipeline could reach.
+
+``--pipeline --processes`` runs them in as many processes instead, started together once
+each has imported queuepipe: they share nothing but the cores (and the page cache), what the
+machine gives that many pipelines with no GIL in common. Printed: the records of them all
+over the time from the first one's start to the last one's end.
 """
 
 from __future__ import annotations
@@ -110,6 +116,8 @@ def main(argv=None) -> int:
                     help="with --pipeline: run each thread count as that many separate "
                          "pipelines instead, each of one enqueue thread and read by a consumer "
                          "thread of its own")
+    ap.add_argument("--processes", action="store_true",
+                    help="with --pipeline: as --apart, each pipeline in a process of its own")
     ap.add_argument("--read-batch-size", type=int, default=None,
                     help="records per chunk (read_up_to's, 512 by default; with --pipeline, "
                          "qp_bulk's read_batch_size, read_batch_features' default by "
@@ -127,6 +135,8 @@ def main(argv=None) -> int:
     chunk, bench.BULK_CHUNK = bench.BULK_CHUNK, args.read_batch_size
     try:
         with _timed_walk() as walk_seconds:
+            if args.pipeline and args.processes:
+                return _processes(folder, args)
             if args.pipeline and args.apart:
                 return _apart(qp, folder, args)
             if args.pipeline:
@@ -228,6 +238,67 @@ def _apart(qp, folder, args) -> int:
         print(f"{args.workload}: {n} separate read_batch_features pipeline(s) of 1 enqueue "
               f"thread, {records} records: {records / wall / 1e3:.0f}k records/s (best of "
               f"{args.repeat}; all: " + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
+              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
+    return 0
+
+
+# A child of --processes: imports, says so, waits for the go (a line on its stdin), runs
+# qp_bulk, prints the records and its wall-clock start and end.
+_CHILD = """
+import json, os, sys, time
+sys.path.insert(0, {here!r})
+import bench
+import queuepipe as qp
+files = sorted(os.path.join({folder!r}, f) for f in os.listdir({folder!r})
+               if f.endswith(".tfrecord"))
+print("ready", flush=True)
+sys.stdin.readline()
+start, cpu = time.time(), time.process_time()
+records = sum(len(batch["label"]) for batch in
+              bench.pipeline_bulk(qp, files, 2, 1, {workload!r}, None))
+print(json.dumps({{"records": records, "start": start, "end": time.time(),
+                   "cpu": time.process_time() - cpu}}), flush=True)
+"""
+
+
+def _processes(folder, args) -> int:
+    """``--pipeline --processes``: ``n`` ``qp_bulk`` pipelines of one enqueue thread, 2
+    epochs, each in a process of its own, released together; records a second of them all
+    (from the first start to the last end, the best of ``--repeat`` interleaved rounds) and
+    CPU a record (the least)."""
+    import json
+    import subprocess
+
+    child = _CHILD.format(here=HERE, folder=folder, workload=args.workload)
+    rounds = {n: [] for n in args.threads}
+    for _ in range(args.repeat):
+        for n in args.threads:
+            procs = [subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True) for _ in range(n)]
+            try:
+                for proc in procs:
+                    if proc.stdout.readline().strip() != "ready":
+                        raise RuntimeError("a --processes child failed before its pipeline")
+                for proc in procs:
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                results = [json.loads(proc.communicate()[0]) for proc in procs]
+            finally:
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+            if any(proc.returncode for proc in procs):
+                raise RuntimeError("a --processes child failed")
+            wall = max(r["end"] for r in results) - min(r["start"] for r in results)
+            records = sum(r["records"] for r in results)
+            rounds[n].append((wall, sum(r["cpu"] for r in results), records))
+    for n, measured in rounds.items():
+        wall, _, records = min(measured)
+        print(f"{args.workload}: {n} read_batch_features pipeline(s) of 1 enqueue thread, each "
+              f"in its own process, {records} records: {records / wall / 1e3:.0f}k records/s "
+              f"(best of {args.repeat}; all: "
+              + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
               + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
     return 0
 

@@ -353,6 +353,20 @@ def test_the_stage_benchmark_runs_pipelines_apart(workload, capsys):
                          r"all: \d+k/\d+k\), [\d.]+ us of CPU per record$", out, re.M), out
 
 
+def test_the_stage_benchmark_runs_pipelines_in_processes(workload, capsys):
+    # as apart, each pipeline in a child process: two of them read 2,400 records
+    _, data = workload
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
+                                      "--processes", "--threads", "1", "2", "--repeat",
+                                      "2"]) == 0
+    out = capsys.readouterr().out
+    for n, records in ((1, 1200), (2, 2400)):
+        assert re.search(rf"^tokens: {n} read_batch_features pipeline\(s\) of 1 enqueue "
+                         rf"thread, each in its own process, {records} records: \d+k "
+                         r"records/s \(best of 2; all: \d+k/\d+k\), [\d.]+ us of CPU per "
+                         r"record$", out, re.M), out
+
+
 def test_the_sequence_benchmark_times_each_path(capsys):
     from queuepipe.parsing import _walkers
 
