@@ -300,6 +300,67 @@ def _take_rows(table: Any, index: Any, outs: Any) -> None:
 take_rows = core.take_rows if core is not None else _take_rows
 
 
+def _put_rows(table: Any, index: Any, sources: Any) -> None:
+    """Copies row ``i`` of ``sources[k]`` (a list of arrays of rows like the table's members,
+    each with exactly the index's rows) to member ``k`` of the table's row ``index[i]`` (an
+    int64 array), for a table of members side by side, ``(rows, K, ...)``; a row named twice
+    keeps the last. The pure twin of the core's ``put_rows``, which lets go of the GIL for
+    128 KiB or more, where NumPy's stack and fancy assignment let go of it three times.
+
+    Raises:
+      ValueError: a row lies outside the table, the sources are of another number or size
+        or one overlaps the table (nothing is copied), or an argument is not of the kind
+        named.
+    """
+    if not _numbers(table) or not table.flags.writeable:
+        raise ValueError("put_rows: the table must be a writable C-contiguous array of numbers")
+    _check_int64("put_rows", index=index)
+    if table.ndim < 2:
+        raise ValueError("put_rows: the table must have an axis of members")
+    if type(sources) is not list:
+        raise ValueError("put_rows: sources must be a list of arrays")
+    if len(sources) != table.shape[1]:
+        raise ValueError(f"put_rows: the table's rows hold {table.shape[1]} members, the "
+                         f"sources are {len(sources)}")
+    index = index.reshape(-1)
+    for source in sources:
+        if not _numbers(source):
+            raise ValueError("put_rows: a source must be a C-contiguous array of numbers")
+        if source.shape[1:] != table.shape[2:] or source.data.format != table.data.format:
+            raise ValueError("put_rows: a source's rows differ from the table's members")
+        if len(source) != len(index):
+            raise ValueError(f"put_rows: a source holds {len(source)} rows, the index names "
+                             f"{len(index)}")
+        if np.may_share_memory(table, source):
+            raise ValueError("put_rows: a source overlaps the table")
+    outside = np.flatnonzero((index < 0) | (index >= len(table)))
+    if len(outside):
+        raise ValueError(f"put_rows: index {outside[0]} names row {index[outside[0]]}, "
+                         f"outside the table's {len(table)} rows")
+    if sources:
+        table[index] = np.stack(sources, axis=1)
+
+
+put_rows = core.put_rows if core is not None else _put_rows
+
+
+def _put(table: np.ndarray, index: Any, sources: List[Any]) -> bool:
+    """``table[index] = np.stack(sources, axis=1)`` for an index array (a shuffle queue's
+    put), by the core's ``put_rows``: no stacked copy, and the GIL let go once from 128 KiB
+    on, where NumPy's stack and fancy assignment let go of it three times, each a hand-over
+    to another thread. True when done; False, with nothing written, on the pure path or for
+    sources it does not take (another dtype, not C-contiguous, sharing the table's memory:
+    NumPy's own check of that lets go of the GIL too), which NumPy then writes."""
+    if core is None or type(index) is not np.ndarray or not all(
+            _numbers(source) and source.dtype == table.dtype for source in sources):
+        return False
+    try:
+        put_rows(table, np.ascontiguousarray(index, dtype=np.int64), sources)
+    except ValueError:
+        return False
+    return True
+
+
 def _taken_rows(table: np.ndarray, index: Any) -> np.ndarray:
     """``table[index]`` for an integer index array of rows in the table, by the core's
     ``take_rows``: a copy per row, keeping the GIL below ``QP_GIL_FREE_COLUMN_BYTES`` (128
@@ -350,6 +411,9 @@ class DenseColumn:
     def write(self, index: Any, values: Any) -> None:
         if isinstance(index, slice):
             _assign(self.data, index, values)
+        elif self.data.ndim > 1 and _put(self.data.reshape(
+                (len(self.data), 1) + self.data.shape[1:]), index, [values]):
+            return
         elif self.data.ndim == 1 or not _scatter(self.data, index, values):
             self.data[index] = values  # (scalars: 1-D indexing keeps the GIL)
 
@@ -440,8 +504,11 @@ class DenseColumns:
         self.data = grown
 
     def write(self, index: Any, batch: List[Any]) -> None:
-        """Stores the members' raw batches (``batch[component]``) at rows ``index``."""
-        self.data[index] = np.stack([batch[c] for c in self.components], axis=1)
+        """Stores the members' raw batches (``batch[component]``) at rows ``index``: by
+        :func:`_put` where it can, else by NumPy."""
+        sources = [batch[c] for c in self.components]
+        if not _put(self.data, index, sources):
+            self.data[index] = np.stack(sources, axis=1)
 
     def read(self, index: Any, out: List[Any]) -> None:
         """Sets ``out[component]`` to each member's raw batch of rows ``index``."""

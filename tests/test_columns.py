@@ -665,6 +665,91 @@ def test_take_rows_refuses_what_it_cannot_copy_naming_it_and_copies_nothing(take
     assert [out.tolist() for out in outs] == [[[-1, -1]] * 2, [[-1, -1]]]
 
 
+@pytest.mark.skipif(_columns.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_puts_rows_as_the_pure_twin_does(seed):
+    # rows named in any order, repeated or not, a few outside the table; sources of any
+    # number of members, now and then one too many or too few, or a row too many or too few
+    rng = np.random.default_rng(seed)
+    dtype = [np.uint8, np.int64, np.float32, np.complex64][rng.integers(4)]
+    shape = [(), (3,), (2, 5)][rng.integers(3)]
+    rows, members = int(rng.integers(0, 12)), int(rng.integers(0, 4))
+    index = rng.integers(-1 if rng.random() < 0.1 else 0, rows + (rng.random() < 0.1) or 1,
+                         int(rng.integers(0, 30))).astype(np.int64)
+    given_members = members + [0, 0, 0, 1, -1][rng.integers(5)] if members else members
+    sizes = [len(index) + [0, 0, 0, 0, 0, 1, -1][rng.integers(7)] if len(index) else 0
+             for _ in range(given_members)]
+    sources = [rng.integers(0, 100, (k,) + shape).astype(dtype) for k in sizes]
+    outcomes = []
+    for put in (_columns.core.put_rows, _columns._put_rows):
+        table = np.full((rows, members) + shape, 7, dtype=dtype)
+        try:
+            outcomes.append((put(table, index, sources), table.tolist()))
+        except ValueError as e:
+            outcomes.append((str(e), table.tolist()))
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0][0] is None and members:
+        expected = np.full((rows, members) + shape, 7, dtype=dtype)
+        for i, row in enumerate(index.tolist()):  # in order: a row named twice keeps the last
+            for k in range(members):
+                expected[row, k] = sources[k][i]
+        assert outcomes[0][1] == expected.tolist()
+
+
+@pytest.mark.parametrize("put", _twins("put_rows"))
+def test_put_rows_refuses_what_it_cannot_copy_naming_it_and_copies_nothing(put):
+    table = np.full((6, 2, 3), -1, dtype=np.int64)
+    good = [np.zeros((2, 3), dtype=np.int64), np.ones((2, 3), dtype=np.int64)]
+    for args, message in [
+            ((table, np.array([0, 6]), good), r"index 1 names row 6, outside the table's 6 "
+                                              r"rows"),
+            ((table, np.array([-1, 2]), good), r"index 0 names row -1, outside the table's 6 "
+                                               r"rows"),
+            ((table, np.array([0]), good), r"a source holds 2 rows, the index names 1"),
+            ((table, np.array([0, 1]), good[:1]), r"the table's rows hold 2 members, the "
+                                                  r"sources are 1"),
+            ((table, np.array([0, 1]), tuple(good)), r"sources must be a list of arrays"),
+            ((table, np.array([0, 1]), [good[0], np.zeros((2, 4), dtype=np.int64)]),
+             r"a source's rows differ from the table's members"),
+            ((table, np.array([0, 1]), [good[0], np.zeros((2, 3))]), r"a source's rows "
+                                                                     r"differ from the "
+                                                                     r"table's members"),
+            ((table, np.array([0, 1]), [good[0], table.reshape(-1)[:6].reshape(2, 3)]),
+             r"a source overlaps the table"),
+            ((table, np.array([0, 1]), [good[0], [[0, 0, 0]] * 2]), r"a source must be a "
+                                                                   r"C-contiguous array of "
+                                                                   r"numbers"),
+            ((table, np.array([0.0, 1.0]), good), r"index must be a C-contiguous array of "
+                                                  r"int64"),
+            ((np.zeros(6, dtype=np.int64), np.array([0, 1]), good),
+             r"the table must have an axis of members"),
+            ((table.astype(object), np.array([0, 1]), good), r"the table must be a writable "
+                                                             r"C-contiguous array of numbers")]:
+        with pytest.raises(ValueError, match=f"^put_rows: {message}$"):
+            put(*args)
+    assert (table == -1).all()
+    put(table, np.array([3, 1, 3]), [np.arange(9).reshape(3, 3), -np.arange(9).reshape(3, 3)])
+    assert table[3].tolist() == [[6, 7, 8], [-6, -7, -8]]  # named twice: the last row
+    assert table[1].tolist() == [[3, 4, 5], [-3, -4, -5]]
+
+
+def test_a_shuffle_queue_puts_rows_of_several_members_where_its_slots_say():
+    # read_batch_features' queue of mnist: images and labels, the labels grouped with the
+    # ordinals; what goes in comes out, row for row, through put_rows and take_rows
+    q = qp.RandomShuffleQueue(4096, 0, [qp.uint8, qp.int64, qp.int64], shapes=[[784], [], []],
+                              seed=3)
+    images = np.arange(2048 * 784, dtype=np.int64).astype(np.uint8).reshape(2048, 784)
+    labels, ordinals = np.arange(2048), np.arange(2048) * 7
+    q.enqueue_many([images[:1000], labels[:1000], ordinals[:1000]])
+    q.enqueue_many([images[1000:], labels[1000:], ordinals[1000:]])
+    got_images, got_labels, got_ordinals = q.dequeue_many(2048)
+    order = np.argsort(got_labels)
+    assert got_labels[order].tolist() == labels.tolist()
+    assert np.array_equal(got_images[order], images)
+    assert got_ordinals[order].tolist() == ordinals.tolist()
+
+
 @pytest.mark.skipif(_columns.core is None, reason="on the pure path NumPy's take gathers "
                     "rows, which lets go of the GIL for each batch")
 def test_batches_of_image_rows_drawn_together_are_read_in_one_call_without_the_gil():

@@ -359,6 +359,111 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(put_rows_doc,
+"put_rows(table, index, sources) -> None\n\n"
+"The mirror of take_rows for a table of members side by side, (rows, K, ...): copies row i\n"
+"of sources[k] (a list of K arrays of rows like the table's members, each with exactly the\n"
+"index's rows) to member k of the table's row index[i] (an int64 array), for every i in\n"
+"order: a row named twice keeps the last. It lets go of the GIL for 128 KiB or more in all.\n"
+"ValueError, with nothing copied, for a row outside the table, sources of another number or\n"
+"size, or a source that overlaps the table.");
+
+static PyObject *
+py_put_rows(PyObject *self, PyObject *args)
+{
+    PyObject *table_arg, *index_arg, *sources_arg, *listed = NULL, *result = NULL;
+    Py_buffer table = {0}, index = {0}, *sources = NULL;
+    size_t n_rows, row_bytes, n_sources = 0, member_bytes = 0;
+    int64_t *at = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:put_rows", &table_arg, &index_arg, &sources_arg))
+        return NULL;
+    if (arena_buffer(table_arg, &table, 1, "put_rows", "the table", &n_rows, &row_bytes) < 0
+        || int64_buffer(index_arg, &index, "put_rows", "index") < 0)
+        goto done;
+    if (table.ndim < 2) {
+        PyErr_SetString(PyExc_ValueError, "put_rows: the table must have an axis of members");
+        goto done;
+    }
+    if (!PyList_CheckExact(sources_arg)) {
+        PyErr_SetString(PyExc_ValueError, "put_rows: sources must be a list of arrays");
+        goto done;
+    }
+    /* taken as a tuple of this call's own: its arrays stay alive */
+    if ((listed = PyList_AsTuple(sources_arg)) == NULL)
+        goto done;
+    n_sources = (size_t)PyTuple_GET_SIZE(listed);
+    if (n_sources != (size_t)table.shape[1]) {
+        PyErr_Format(PyExc_ValueError, "put_rows: the table's rows hold %zd members, the "
+                     "sources are %zu", table.shape[1], n_sources);
+        goto done;
+    }
+    /* (a table of rows holds shape[1] members of equal bytes: row_bytes divides evenly) */
+    member_bytes = n_sources ? row_bytes / n_sources : 0;
+    size_t n_index = (size_t)index.len / 8;
+    if ((sources = PyMem_Calloc(n_sources ? n_sources : 1, sizeof(Py_buffer))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t k = 0; k < n_sources; k++) {
+        size_t rows, bytes;
+        Py_buffer *source = &sources[k];
+        if (arena_buffer(PyTuple_GET_ITEM(listed, k), source, 0, "put_rows", "a source",
+                         &rows, &bytes) < 0)
+            goto done;
+        int same = source->ndim == table.ndim - 1 && source->itemsize == table.itemsize
+                   && strcmp(source->format, table.format) == 0;
+        for (int d = 1; same && d < source->ndim; d++)
+            same = source->shape[d] == table.shape[d + 1];
+        if (!same) {
+            PyErr_SetString(PyExc_ValueError, "put_rows: a source's rows differ from the "
+                            "table's members");
+            goto done;
+        }
+        if (rows != n_index) {
+            PyErr_Format(PyExc_ValueError, "put_rows: a source holds %zu rows, the index "
+                         "names %zu", rows, n_index);
+            goto done;
+        }
+        if (overlap(&table, source)) {
+            PyErr_SetString(PyExc_ValueError, "put_rows: a source overlaps the table");
+            goto done;
+        }
+    }
+    if ((at = int64_copy(&index)) == NULL)
+        goto done;
+    for (size_t i = 0; i < n_index; i++) {
+        if (at[i] < 0 || (uint64_t)at[i] >= n_rows) {
+            PyErr_Format(PyExc_ValueError, "put_rows: index %zu names row %lld, outside the "
+                         "table's %zu rows", i, (long long)at[i], n_rows);
+            goto done;
+        }
+    }
+    /* Each source holds n_index rows of member_bytes (its rows are the table's members',
+     * checked above), each index place checked against the table. */
+    uint8_t *to = table.buf;
+    PyThreadState *saved = qp_gil_let_go(n_index * row_bytes, QP_GIL_FREE_COLUMN_BYTES);
+    for (size_t i = 0; i < n_index; i++) {
+        uint8_t *row = to + (size_t)at[i] * row_bytes;
+        for (size_t k = 0; k < n_sources; k++)
+            memcpy(row + k * member_bytes,
+                   (const uint8_t *)sources[k].buf + i * member_bytes, member_bytes);
+    }
+    qp_gil_take(saved);
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(at);
+    if (table.obj)
+        PyBuffer_Release(&table);
+    if (index.obj)
+        PyBuffer_Release(&index);
+    if (sources != NULL)
+        release_views(sources, n_sources);
+    PyMem_Free(sources);
+    Py_XDECREF(listed);
+    return result;
+}
+
 PyDoc_STRVAR(list_indices_doc,
 "list_indices(lengths, n, out) -> None\n\n"
 "Writes to out (a writable C-contiguous int64 array of [total, 2]) the indices [list, place]\n"
@@ -566,6 +671,7 @@ static PyMethodDef columns_methods[] = {
     {"gather_segments", py_gather_segments, METH_VARARGS, gather_segments_doc},
     {"list_indices", py_list_indices, METH_VARARGS, list_indices_doc},
     {"take_rows", py_take_rows, METH_VARARGS, take_rows_doc},
+    {"put_rows", py_put_rows, METH_VARARGS, put_rows_doc},
     {"shuffle_in", py_shuffle_in, METH_VARARGS, shuffle_in_doc},
     {"mark_delivered", py_mark_delivered, METH_VARARGS, mark_delivered_doc},
     {NULL, NULL, 0, NULL}};
