@@ -79,7 +79,8 @@ SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer -g -O1
 SANITIZE_TESTS := tests/test_core.py tests/test_records.py tests/test_readers.py \
 	tests/test_parsing.py tests/test_parsing_tf_rules.py tests/test_core_parse_diff.py \
-	tests/test_columns.py tests/test_sparse.py tests/test_plan.py tests/stress/test_fuzz.py
+	tests/test_columns.py tests/test_sparse.py tests/test_plan.py tests/test_queues.py \
+	tests/stress/test_fuzz.py
 SANITIZE_ENV := PYTHONPATH=$(CURDIR)/build/sanitize/lib QUEUEPIPE_REQUIRE_CORE=1 \
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 PYTHONMALLOC=malloc

@@ -157,6 +157,23 @@ def _shuffle_slots(slots: np.ndarray, start: int, places: np.ndarray) -> None:
 
 
 _core_shuffle_in = getattr(core, "shuffle_in", None) if core is not None else None
+_core_draw_places = getattr(core, "draw_places", None) if core is not None else None
+
+
+def _places(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """``rng.choice(n, size=k, replace=False)``, the places of a shuffle-in. Where choice
+    shuffles the tail of ``0 .. n - 1`` (``n`` above 10,000 and ``k`` above ``n // 50``: a
+    chunk put in a full buffer), the core's ``draw_places`` makes the same draws of the same
+    generator without choice's ``arange`` of ``n`` items, its copy, and its two let-gos of
+    the GIL (each a hand-over to another thread); the same places, the generator left the
+    same."""
+    if _core_draw_places is None or n <= 10000 or k <= n // 50:
+        return rng.choice(n, size=k, replace=False)
+    out = np.empty(k, dtype=np.int64)
+    bit_generator = rng.bit_generator
+    with bit_generator.lock:
+        _core_draw_places(bit_generator.capsule, n, k, out)
+    return out
 
 
 class RandomShuffleQueue(QueueBase):
@@ -267,7 +284,7 @@ class RandomShuffleQueue(QueueBase):
             place = int(self._rng.integers(start + 1))
             slots[place], slots[start] = slots[start], slots[place]
             return
-        _shuffle_slots(slots, start, self._rng.choice(start + k, size=k, replace=False))
+        _shuffle_slots(slots, start, _places(self._rng, start + k, k))
 
     def _draw(self, n: int) -> np.ndarray:
         """Removes ``n`` elements, a uniformly random pick in random order; returns their rows

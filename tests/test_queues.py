@@ -627,6 +627,61 @@ def test_a_seeded_shuffle_queue_draws_the_same_with_and_without_the_core(seed, m
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+def test_a_full_shuffle_buffer_draws_the_same_with_and_without_the_core(seed, monkeypatch):
+    # chunks of 2,048 put in a buffer of 10,000 and more: the places come from the core's
+    # draw_places there (choice's tail shuffle), from NumPy's choice on the pure path
+    def drain():
+        q = qp.RandomShuffleQueue(20480, 10000, qp.int64, shapes=[], seed=seed)
+        got = []
+        for start in range(0, 20480, 2048):
+            q.enqueue_many(np.arange(start, start + 2048))
+            if q.size() >= 10000 + 2048:
+                got.append(q.dequeue_many(2048).tolist())
+        q.close()
+        got.append(q.dequeue_up_to(20480).tolist())
+        return got
+
+    core_order = drain()
+    monkeypatch.setattr(queues, "_core_draw_places", None)
+    monkeypatch.setattr(queues, "_core_shuffle_in", None)
+    assert drain() == core_order
+    assert sorted(sum(core_order, [])) == list(range(20480))
+
+
+@pytest.mark.skipif(queues._core_draw_places is None, reason="the compiled core is not loaded")
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(10001, 40000), st.floats(0.0, 1.0))
+def test_the_core_draws_the_places_numpys_choice_draws(seed, n, share):
+    # every (n, k) of choice's tail shuffle: the same places, the generator left the same
+    k = min(n, n // 50 + 1 + int(share * n))
+    ours, numpys = np.random.default_rng(seed), np.random.default_rng(seed)
+    assert queues._places(ours, n, k).tolist() == numpys.choice(n, size=k, replace=False) \
+        .tolist()
+    assert ours.bit_generator.state == numpys.bit_generator.state
+    assert ours.integers(2**40) == numpys.integers(2**40)
+
+
+@pytest.mark.skipif(queues._core_draw_places is None, reason="the compiled core is not loaded")
+def test_draw_places_refuses_what_it_cannot_draw_and_draws_nothing():
+    rng = np.random.default_rng(1)
+    state = rng.bit_generator.state
+    capsule = rng.bit_generator.capsule
+    out = np.empty(3, dtype=np.int64)
+    for args, message in [
+            ((capsule, 10, 0, out[:0]), r"k \(0\) and n \(10\) must satisfy 0 < k <= n < "
+                                        r"2\*\*32"),
+            ((capsule, 2, 3, out), r"k \(3\) and n \(2\) must satisfy"),
+            ((capsule, 2**32, 3, out), r"k \(3\) and n \(4294967296\) must satisfy"),
+            ((capsule, 10, 2, out), r"out holds 3 items, not k \(2\)"),
+            ((capsule, 10, 3, out.astype(np.int32)), r"out must be a writable C-contiguous "
+                                                     r"int64 array"),
+            ((object(), 10, 3, out), r"capsule must be a bit generator's capsule")]:
+        with pytest.raises(ValueError, match=f"^draw_places: {message}"):
+            queues._core_draw_places(*args)
+    assert rng.bit_generator.state == state
+
+
+@pytest.mark.parametrize("seed", [0, 1])
 def test_an_arrival_pool_queue_does_not_depend_on_how_far_ahead_the_producer_is(seed):
     # The seeded one-thread batching functions' queue: a dequeue of n draws from the first
     # min_after_dequeue + n elements held, so enqueueing everything at once (and closing at

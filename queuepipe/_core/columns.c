@@ -196,3 +196,35 @@ qp_columns_mark(uint8_t *left, size_t n_left, const int64_t *ordinals, size_t k,
     }
     return QP_COLUMNS_OK;
 }
+
+/* NumPy's bounded draw of 0 .. range (below 2**32 - 1): Lemire's multiply, with a redraw of
+ * the few draws that would bias it. */
+static uint32_t
+bounded(const qp_bitgen *gen, uint32_t range)
+{
+    const uint32_t excl = range + 1;
+    uint64_t m = (uint64_t)gen->next_uint32(gen->state) * excl;
+    uint32_t leftover = (uint32_t)m;
+    if (leftover < excl) {
+        const uint32_t threshold = (UINT32_MAX - range) % excl;
+        while (leftover < threshold) {
+            m = (uint64_t)gen->next_uint32(gen->state) * excl;
+            leftover = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+void
+qp_columns_tail_shuffle(int64_t *order, size_t n, size_t k, const qp_bitgen *gen)
+{
+    for (size_t i = 0; i < n; i++)
+        order[i] = (int64_t)i;
+    size_t first = n - k > 1 ? n - k : 1;
+    for (size_t i = n; i-- > first;) {
+        size_t j = bounded(gen, (uint32_t)i); /* (i < n < 2**32; j <= i) */
+        int64_t swapped = order[j];
+        order[j] = order[i];
+        order[i] = swapped;
+    }
+}

@@ -70,4 +70,24 @@ qp_columns_status qp_columns_mark(uint8_t *left, size_t n_left, const int64_t *o
                                   size_t k, int64_t low, int64_t limit, uint8_t *due,
                                   size_t *bad);
 
+/* A NumPy bit generator as its C interface hands it over (numpy/random/bitgen.h's bitgen_t,
+ * the pointer in `Generator.bit_generator.capsule`): these fields, in this order. */
+typedef struct {
+    void *state;
+    uint64_t (*next_uint64)(void *state);
+    uint32_t (*next_uint32)(void *state);
+    double (*next_double)(void *state);
+    uint64_t (*next_raw)(void *state);
+} qp_bitgen;
+
+/* The places of a shuffle queue's shuffle-in (queuepipe/queues.py, _places), drawn as
+ * NumPy's Generator.choice(n, size=k, replace=False) draws them when it shuffles the tail
+ * of 0 .. n - 1 (n above 10,000 and k above n // 50): order[i] = i, then for i from n - 1
+ * down to max(n - k, 1), order[i] swaps with order[j], j drawn in 0 .. i by Lemire's method
+ * on 32-bit draws (NumPy's random_bounded_uint64 for such a range); the places are the last
+ * k. The same draws of the same generator: the same places, and the generator left as
+ * choice leaves it. 0 < k <= n < 2**32; order holds n items. The caller holds the bit
+ * generator's lock. */
+void qp_columns_tail_shuffle(int64_t *order, size_t n, size_t k, const qp_bitgen *gen);
+
 #endif

@@ -464,6 +464,60 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(draw_places_doc,
+"draw_places(capsule, n, k, out) -> None\n\n"
+"Writes to out (a writable C-contiguous int64 array of k items) what\n"
+"Generator.choice(n, size=k, replace=False) gives where it shuffles the tail of 0 .. n - 1\n"
+"(n above 10,000 and k above n // 50), drawn from the bit generator of capsule (its\n"
+"bit_generator.capsule) in the same way: the same places, the generator left in the same\n"
+"state, and the GIL kept (choice lets go of it twice, and allocates and copies n items).\n"
+"The caller holds the bit generator's lock. ValueError, with nothing drawn, unless\n"
+"0 < k <= n < 2**32 and out holds k items.");
+
+static PyObject *
+py_draw_places(PyObject *self, PyObject *args)
+{
+    PyObject *capsule, *out_arg, *result = NULL;
+    Py_ssize_t n, k;
+    Py_buffer out = {0};
+    size_t n_out;
+    int64_t *order = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnnO:draw_places", &capsule, &n, &k, &out_arg))
+        return NULL;
+    const qp_bitgen *gen = PyCapsule_IsValid(capsule, "BitGenerator")
+                           ? PyCapsule_GetPointer(capsule, "BitGenerator") : NULL;
+    if (gen == NULL) {
+        PyErr_SetString(PyExc_ValueError, "draw_places: capsule must be a bit generator's "
+                        "capsule");
+        return NULL;
+    }
+    if (k < 1 || k > n || (uint64_t)n > UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "draw_places: k (%zd) and n (%zd) must satisfy 0 < k "
+                     "<= n < 2**32", k, n);
+        return NULL;
+    }
+    if (int64_out_buffer(out_arg, &out, 1, 0, "draw_places", "out", "int64 array",
+                         &n_out) < 0)
+        return NULL;
+    if (n_out != (size_t)k) {
+        PyErr_Format(PyExc_ValueError, "draw_places: out holds %zu items, not k (%zd)", n_out,
+                     k);
+        goto done;
+    }
+    if ((order = PyMem_Malloc((size_t)n * sizeof(int64_t))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    qp_columns_tail_shuffle(order, (size_t)n, (size_t)k, gen);
+    memcpy(out.buf, order + (n - k), (size_t)k * sizeof(int64_t));
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(order);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 PyDoc_STRVAR(list_indices_doc,
 "list_indices(lengths, n, out) -> None\n\n"
 "Writes to out (a writable C-contiguous int64 array of [total, 2]) the indices [list, place]\n"
@@ -672,6 +726,7 @@ static PyMethodDef columns_methods[] = {
     {"list_indices", py_list_indices, METH_VARARGS, list_indices_doc},
     {"take_rows", py_take_rows, METH_VARARGS, take_rows_doc},
     {"put_rows", py_put_rows, METH_VARARGS, put_rows_doc},
+    {"draw_places", py_draw_places, METH_VARARGS, draw_places_doc},
     {"shuffle_in", py_shuffle_in, METH_VARARGS, shuffle_in_doc},
     {"mark_delivered", py_mark_delivered, METH_VARARGS, mark_delivered_doc},
     {NULL, NULL, 0, NULL}};
