@@ -411,11 +411,11 @@ class DenseColumn:
     def write(self, index: Any, values: Any) -> None:
         if isinstance(index, slice):
             _assign(self.data, index, values)
-        elif self.data.ndim > 1 and _put(self.data.reshape(
-                (len(self.data), 1) + self.data.shape[1:]), index, [values]):
+        elif _put(self.data.reshape((len(self.data), 1) + self.data.shape[1:]), index,
+                  [values]):
             return
         elif self.data.ndim == 1 or not _scatter(self.data, index, values):
-            self.data[index] = values  # (scalars: 1-D indexing keeps the GIL)
+            self.data[index] = values  # (the pure path's scalars: NumPy lets go of the GIL)
 
     def write_one(self, row: int, value: Any) -> None:
         _assign(self.data, row, value)
