@@ -268,6 +268,64 @@ done:
     return result;
 }
 
+/* A copy of an int64 index view's rows (see int64_copy), each checked to lie in a table of
+ * n_rows rows; NULL with ValueError (naming fn, the place and the row) or MemoryError. */
+static int64_t *
+checked_rows(const Py_buffer *index, size_t n_rows, const char *fn)
+{
+    int64_t *at = int64_copy(index);
+    if (at == NULL)
+        return NULL;
+    for (size_t i = 0; i < (size_t)index->len / 8; i++) {
+        if (at[i] < 0 || (uint64_t)at[i] >= n_rows) {
+            PyErr_Format(PyExc_ValueError, "%s: index %zu names row %lld, outside the table's "
+                         "%zu rows", fn, i, (long long)at[i], n_rows);
+            PyMem_Free(at);
+            return NULL;
+        }
+    }
+    return at;
+}
+
+/* A list argument of arrays (what names it in errors) as a tuple of the call's own, which
+ * keeps its arrays alive, into *listed, and zeroed views for them into *views (PyMem), their
+ * number in *n; -1 with ValueError or MemoryError. The caller releases both (release_rows),
+ * on error too. */
+static int
+listed_arrays(PyObject *arg, const char *fn, const char *what, PyObject **listed,
+              Py_buffer **views, size_t *n)
+{
+    if (!PyList_CheckExact(arg)) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be a list of arrays", fn, what);
+        return -1;
+    }
+    if ((*listed = PyList_AsTuple(arg)) == NULL)
+        return -1;
+    *n = (size_t)PyTuple_GET_SIZE(*listed);
+    if ((*views = PyMem_Calloc(*n ? *n : 1, sizeof(Py_buffer))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Releases what take_rows and put_rows hold: the checked rows, the table's and the index's
+ * views, the listed arrays' views and their tuple (each where taken). */
+static void
+release_rows(int64_t *at, Py_buffer *table, Py_buffer *index, Py_buffer *views, size_t n_views,
+             PyObject *listed)
+{
+    PyMem_Free(at);
+    if (table->obj)
+        PyBuffer_Release(table);
+    if (index->obj)
+        PyBuffer_Release(index);
+    if (views != NULL)
+        release_views(views, n_views);
+    PyMem_Free(views);
+    Py_XDECREF(listed);
+}
+
 PyDoc_STRVAR(take_rows_doc,
 "take_rows(table, index, outs) -> None\n\n"
 "Copies the rows of table (along its first axis) that index (an int64 array) names, in its\n"
@@ -290,18 +348,8 @@ py_take_rows(PyObject *self, PyObject *args)
     if (arena_buffer(table_arg, &table, 0, "take_rows", "the table", &n_rows, &row_bytes) < 0
         || int64_buffer(index_arg, &index, "take_rows", "index") < 0)
         goto done;
-    if (!PyList_CheckExact(outs_arg)) {
-        PyErr_SetString(PyExc_ValueError, "take_rows: outs must be a list of arrays");
+    if (listed_arrays(outs_arg, "take_rows", "outs", &listed, &outs, &n_outs) < 0)
         goto done;
-    }
-    /* taken as a tuple of this call's own: its arrays stay alive */
-    if ((listed = PyList_AsTuple(outs_arg)) == NULL)
-        goto done;
-    n_outs = (size_t)PyTuple_GET_SIZE(listed);
-    if ((outs = PyMem_Calloc(n_outs ? n_outs : 1, sizeof(Py_buffer))) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     for (size_t i = 0; i < n_outs; i++) {
         size_t rows, bytes;
         if (arena_buffer(PyTuple_GET_ITEM(listed, i), &outs[i], 1, "take_rows", "an out",
@@ -325,15 +373,8 @@ py_take_rows(PyObject *self, PyObject *args)
                      "%zu", held, n_index);
         goto done;
     }
-    if ((at = int64_copy(&index)) == NULL)
+    if ((at = checked_rows(&index, n_rows, "take_rows")) == NULL)
         goto done;
-    for (size_t i = 0; i < n_index; i++) {
-        if (at[i] < 0 || (uint64_t)at[i] >= n_rows) {
-            PyErr_Format(PyExc_ValueError, "take_rows: index %zu names row %lld, outside the "
-                         "table's %zu rows", i, (long long)at[i], n_rows);
-            goto done;
-        }
-    }
     /* Each out takes its own rows (row_bytes each: the same rows as the table's), the
      * index's places one after the other, each checked above against the table. */
     const uint8_t *from = table.buf;
@@ -347,15 +388,7 @@ py_take_rows(PyObject *self, PyObject *args)
     qp_gil_take(saved);
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(at);
-    if (table.obj)
-        PyBuffer_Release(&table);
-    if (index.obj)
-        PyBuffer_Release(&index);
-    if (outs != NULL)
-        release_views(outs, n_outs);
-    PyMem_Free(outs);
-    Py_XDECREF(listed);
+    release_rows(at, &table, &index, outs, n_outs, listed);
     return result;
 }
 
@@ -385,14 +418,8 @@ py_put_rows(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "put_rows: the table must have an axis of members");
         goto done;
     }
-    if (!PyList_CheckExact(sources_arg)) {
-        PyErr_SetString(PyExc_ValueError, "put_rows: sources must be a list of arrays");
+    if (listed_arrays(sources_arg, "put_rows", "sources", &listed, &sources, &n_sources) < 0)
         goto done;
-    }
-    /* taken as a tuple of this call's own: its arrays stay alive */
-    if ((listed = PyList_AsTuple(sources_arg)) == NULL)
-        goto done;
-    n_sources = (size_t)PyTuple_GET_SIZE(listed);
     if (n_sources != (size_t)table.shape[1]) {
         PyErr_Format(PyExc_ValueError, "put_rows: the table's rows hold %zd members, the "
                      "sources are %zu", table.shape[1], n_sources);
@@ -401,10 +428,6 @@ py_put_rows(PyObject *self, PyObject *args)
     /* (a table of rows holds shape[1] members of equal bytes: row_bytes divides evenly) */
     member_bytes = n_sources ? row_bytes / n_sources : 0;
     size_t n_index = (size_t)index.len / 8;
-    if ((sources = PyMem_Calloc(n_sources ? n_sources : 1, sizeof(Py_buffer))) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     for (size_t k = 0; k < n_sources; k++) {
         size_t rows, bytes;
         Py_buffer *source = &sources[k];
@@ -430,15 +453,8 @@ py_put_rows(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    if ((at = int64_copy(&index)) == NULL)
+    if ((at = checked_rows(&index, n_rows, "put_rows")) == NULL)
         goto done;
-    for (size_t i = 0; i < n_index; i++) {
-        if (at[i] < 0 || (uint64_t)at[i] >= n_rows) {
-            PyErr_Format(PyExc_ValueError, "put_rows: index %zu names row %lld, outside the "
-                         "table's %zu rows", i, (long long)at[i], n_rows);
-            goto done;
-        }
-    }
     /* Each source holds n_index rows of member_bytes (its rows are the table's members',
      * checked above), each index place checked against the table. */
     uint8_t *to = table.buf;
@@ -452,15 +468,7 @@ py_put_rows(PyObject *self, PyObject *args)
     qp_gil_take(saved);
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(at);
-    if (table.obj)
-        PyBuffer_Release(&table);
-    if (index.obj)
-        PyBuffer_Release(&index);
-    if (sources != NULL)
-        release_views(sources, n_sources);
-    PyMem_Free(sources);
-    Py_XDECREF(listed);
+    release_rows(at, &table, &index, sources, n_sources, listed);
     return result;
 }
 
