@@ -160,6 +160,27 @@ _core_shuffle_in = getattr(core, "shuffle_in", None) if core is not None else No
 _core_draw_places = getattr(core, "draw_places", None) if core is not None else None
 
 
+def _draws_as_choice() -> bool:
+    """Whether the core's ``draw_places`` gives what this NumPy's ``choice`` gives (checked
+    once, on a draw of its tail shuffle: the core copies NumPy's way of drawing, which a
+    NumPy of another version could change)."""
+    global _checked_draws
+    draw = _core_draw_places
+    if draw is None:
+        return False
+    if _checked_draws is None:
+        ours, numpys = np.random.default_rng(0), np.random.default_rng(0)
+        out = np.empty(300, dtype=np.int64)
+        with ours.bit_generator.lock:
+            draw(ours.bit_generator.capsule, 10001, 300, out)
+        _checked_draws = out.tolist() == numpys.choice(10001, size=300, replace=False).tolist() \
+            and ours.bit_generator.state == numpys.bit_generator.state
+    return _checked_draws
+
+
+_checked_draws: Optional[bool] = None
+
+
 def _places(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     """``rng.choice(n, size=k, replace=False)``, the places of a shuffle-in. Where choice
     shuffles the tail of ``0 .. n - 1`` (``n`` above 10,000 and ``k`` above ``n // 50``: a
@@ -167,12 +188,13 @@ def _places(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     generator without choice's ``arange`` of ``n`` items, its copy, and its two let-gos of
     the GIL (each a hand-over to another thread); the same places, the generator left the
     same."""
-    if _core_draw_places is None or n <= 10000 or k <= n // 50:
+    draw = _core_draw_places
+    if draw is None or n <= 10000 or k <= n // 50 or not _draws_as_choice():
         return rng.choice(n, size=k, replace=False)
     out = np.empty(k, dtype=np.int64)
     bit_generator = rng.bit_generator
     with bit_generator.lock:
-        _core_draw_places(bit_generator.capsule, n, k, out)
+        draw(bit_generator.capsule, n, k, out)
     return out
 
 

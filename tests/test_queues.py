@@ -662,6 +662,18 @@ def test_the_core_draws_the_places_numpys_choice_draws(seed, n, share):
 
 
 @pytest.mark.skipif(queues._core_draw_places is None, reason="the compiled core is not loaded")
+def test_a_numpy_whose_choice_draws_otherwise_gets_its_places_from_choice(monkeypatch):
+    # the core copies this NumPy's way of drawing: checked once, choice is used if it differs
+    assert queues._draws_as_choice()
+    monkeypatch.setattr(queues, "_checked_draws", None)
+    monkeypatch.setattr(queues, "_core_draw_places",
+                        lambda capsule, n, k, out: out.__setitem__(slice(None), range(k)))
+    assert not queues._draws_as_choice()
+    got = queues._places(np.random.default_rng(4), 20000, 2048)
+    assert got.tolist() == np.random.default_rng(4).choice(20000, 2048, replace=False).tolist()
+
+
+@pytest.mark.skipif(queues._core_draw_places is None, reason="the compiled core is not loaded")
 def test_draw_places_refuses_what_it_cannot_draw_and_draws_nothing():
     rng = np.random.default_rng(1)
     state = rng.bit_generator.state
