@@ -8,6 +8,7 @@ usage::
         --read-batch-size 2048
     python benchmarks/bench_stages.py --workload tokens --pipeline --apart --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --pipeline --processes --threads 1 2
+    python benchmarks/bench_stages.py --workload tokens --bare [--apart] --threads 1 2
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
@@ -46,6 +47,15 @@ each has imported queuepipe and run its pipeline once untimed: they share nothin
 cores (and the page cache), what the machine gives that many pipelines with no GIL in
 common. Printed: the records of them all over the time from the first one's start to the
 last one's end.
+
+``--bare --threads 1 2`` runs the read and the parse alone, with no queue or consumer: that
+many threads take the chunks of one ``read_batch_features`` read plan (2,048 records, or
+``--read-batch-size``; as many epochs of every shard as threads), parse each chunk with one
+``parse_example`` (and mnist's ``decode_raw``) and mark its records delivered; records a
+second of them all (the best of ``--repeat`` interleaved rounds) and CPU a record (the
+least). What the stages around the compiled core give two threads, against what the whole
+pipeline gives them. With ``--apart`` each thread reads a plan of its own (one epoch): what
+sharing the plan, whose lock is held while a chunk is read, costs them.
 """
 
 from __future__ import annotations
@@ -116,9 +126,12 @@ def main(argv=None) -> int:
     ap.add_argument("--apart", action="store_true",
                     help="with --pipeline: run each thread count as that many separate "
                          "pipelines instead, each of one enqueue thread and read by a consumer "
-                         "thread of its own")
+                         "thread of its own; with --bare: a read plan for each thread")
     ap.add_argument("--processes", action="store_true",
                     help="with --pipeline: as --apart, each pipeline in a process of its own")
+    ap.add_argument("--bare", action="store_true",
+                    help="the read and the parse alone (no queue or consumer), by each of "
+                         "--threads threads at once")
     ap.add_argument("--read-batch-size", type=int, default=None,
                     help="records per chunk (read_up_to's, 512 by default; with --pipeline, "
                          "qp_bulk's read_batch_size, read_batch_features' default by "
@@ -136,6 +149,8 @@ def main(argv=None) -> int:
     chunk, bench.BULK_CHUNK = bench.BULK_CHUNK, args.read_batch_size
     try:
         with _timed_walk() as walk_seconds:
+            if args.bare:
+                return _bare(qp, folder, specs, args)
             if args.pipeline and args.processes:
                 return _processes(folder, args)
             if args.pipeline and args.apart:
@@ -303,6 +318,62 @@ def _processes(folder, args) -> int:
               f"in its own process, {records} records: {records / wall / 1e3:.0f}k records/s "
               f"(best of {args.repeat}; all: "
               + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
+              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
+    return 0
+
+
+def _bare(qp, folder, specs, args) -> int:
+    """``--bare``: ``n`` threads take the chunks of one read plan (``read_batch_features``'
+    own, ``n`` epochs of every shard; with ``--apart``, a plan each of one epoch) and parse
+    each one as ``qp_bulk``'s enqueue threads and consumer would (``parse_example``, and
+    mnist's ``decode_raw``), then mark its records delivered; nothing else. Records a second
+    of them all and CPU a record, over ``--repeat`` interleaved rounds."""
+    import threading
+
+    from queuepipe.plan import ReadPlan, reader_of
+
+    files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
+    size = args.read_batch_size or 2048
+
+    def read_and_parse(plan: ReadPlan, counts: list) -> None:
+        records = 0
+        while True:
+            try:
+                chunk = plan.take()
+            except qp.errors.OutOfRangeError:
+                break
+            bench._decoded(qp, qp.io.parse_example(chunk.values, specs), args.workload)
+            plan.delivered(chunk.ordinals)
+            records += len(chunk.values)
+        counts.append(records)
+
+    rounds = {n: [] for n in args.threads}
+    for _ in range(args.repeat):
+        for n in args.threads:
+            plans = [ReadPlan(files, qp.TFRecordReader, size, 1 if args.apart else n, "files",
+                              0, keyed=False, reader=reader_of(qp.TFRecordReader()))
+                     for _ in range(n if args.apart else 1)]
+            counts: list = []
+            threads = [threading.Thread(target=read_and_parse, args=(plans[i % len(plans)],
+                                                                     counts))
+                       for i in range(n)]
+            start, wall = time.process_time(), time.perf_counter()
+            try:
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+            finally:
+                for plan in plans:
+                    plan.close()
+            wall = time.perf_counter() - wall
+            rounds[n].append((wall, time.process_time() - start, sum(counts)))
+    for n, measured in rounds.items():
+        wall, _, records = min(measured)
+        print(f"{args.workload}: the read and the parse alone (no queue), {n} thread(s)"
+              f"{', a plan each' if args.apart else ''}, "
+              f"{records} records: {records / wall / 1e3:.0f}k records/s (best of "
+              f"{args.repeat}; all: " + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
               + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
     return 0
 

@@ -367,6 +367,23 @@ def test_the_stage_benchmark_runs_pipelines_in_processes(workload, capsys):
                          r"record$", out, re.M), out
 
 
+def test_the_stage_benchmark_runs_the_read_and_the_parse_alone(workload, capsys):
+    # as many epochs of the 600 records as threads, from one plan or a plan each: two
+    # threads read 1,200 records
+    _, data = workload
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--bare",
+                                      "--threads", "1", "2", "--repeat", "2"]) == 0
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--bare",
+                                      "--apart", "--threads", "1", "2", "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    for apart in ("", ", a plan each"):
+        for n, records in ((1, 600), (2, 1200)):
+            assert re.search(rf"^tokens: the read and the parse alone \(no queue\), {n} "
+                             rf"thread\(s\){apart}, {records} records: \d+k records/s \(best "
+                             r"of 2; all: \d+k/\d+k\), [\d.]+ us of CPU per record$", out,
+                             re.M), out
+
+
 def test_the_sequence_benchmark_times_each_path(capsys):
     from queuepipe.parsing import _walkers
 
