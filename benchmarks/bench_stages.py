@@ -223,6 +223,19 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
     return 0
 
 
+def _print_rounds(rounds, args, what) -> int:
+    """Prints, for each count ``n`` of ``rounds`` (``n`` -> ``(wall, cpu, records)`` of
+    each round), ``what(n)``: records a second (the best round, and all of them) and CPU a
+    record (the least), as ``--apart``, ``--processes`` and ``--bare`` report them."""
+    for n, measured in rounds.items():
+        wall, _, records = min(measured)
+        print(f"{args.workload}: {what(n)}, {records} records: {records / wall / 1e3:.0f}k "
+              f"records/s (best of {args.repeat}; all: "
+              + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
+              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
+    return 0
+
+
 def _apart(qp, folder, args) -> int:
     """``--pipeline --apart``: ``n`` separate ``qp_bulk`` pipelines at once (``n`` each of
     ``--threads``), each of one enqueue thread, 2 epochs, and a consumer thread of its own;
@@ -249,13 +262,8 @@ def _apart(qp, folder, args) -> int:
                 consumer.join()
             wall = time.perf_counter() - wall
             rounds[n].append((wall, time.process_time() - start, sum(counts)))
-    for n, measured in rounds.items():
-        wall, _, records = min(measured)
-        print(f"{args.workload}: {n} separate read_batch_features pipeline(s) of 1 enqueue "
-              f"thread, {records} records: {records / wall / 1e3:.0f}k records/s (best of "
-              f"{args.repeat}; all: " + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
-              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
-    return 0
+    return _print_rounds(rounds, args, lambda n: f"{n} separate read_batch_features "
+                         f"pipeline(s) of 1 enqueue thread")
 
 
 # A child of --processes: imports, runs qp_bulk once untimed (as the rounds of one process
@@ -312,14 +320,8 @@ def _processes(folder, args) -> int:
             wall = max(r["end"] for r in results) - min(r["start"] for r in results)
             records = sum(r["records"] for r in results)
             rounds[n].append((wall, sum(r["cpu"] for r in results), records))
-    for n, measured in rounds.items():
-        wall, _, records = min(measured)
-        print(f"{args.workload}: {n} read_batch_features pipeline(s) of 1 enqueue thread, each "
-              f"in its own process, {records} records: {records / wall / 1e3:.0f}k records/s "
-              f"(best of {args.repeat}; all: "
-              + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
-              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
-    return 0
+    return _print_rounds(rounds, args, lambda n: f"{n} read_batch_features pipeline(s) of "
+                         f"1 enqueue thread, each in its own process")
 
 
 def _bare(qp, folder, specs, args) -> int:
@@ -340,8 +342,8 @@ def _bare(qp, folder, specs, args) -> int:
         while True:
             try:
                 chunk = plan.take()
-            except qp.errors.OutOfRangeError:
-                break
+            except (qp.errors.OutOfRangeError, qp.errors.CancelledError):
+                break  # (cancelled: a Ctrl-C in the join closed the plan)
             bench._decoded(qp, qp.io.parse_example(chunk.values, specs), args.workload)
             plan.delivered(chunk.ordinals)
             records += len(chunk.values)
@@ -368,14 +370,8 @@ def _bare(qp, folder, specs, args) -> int:
                     plan.close()
             wall = time.perf_counter() - wall
             rounds[n].append((wall, time.process_time() - start, sum(counts)))
-    for n, measured in rounds.items():
-        wall, _, records = min(measured)
-        print(f"{args.workload}: the read and the parse alone (no queue), {n} thread(s)"
-              f"{', a plan each' if args.apart else ''}, "
-              f"{records} records: {records / wall / 1e3:.0f}k records/s (best of "
-              f"{args.repeat}; all: " + "/".join(f"{m[2] / m[0] / 1e3:.0f}k" for m in measured)
-              + f"), {min(m[1] / m[2] for m in measured) * 1e6:.2f} us of CPU per record")
-    return 0
+    return _print_rounds(rounds, args, lambda n: f"the read and the parse alone (no queue), "
+                         f"{n} thread(s){', a plan each' if args.apart else ''}")
 
 
 @contextlib.contextmanager
