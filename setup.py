@@ -22,6 +22,7 @@ CORE_SOURCES = [
     "queuepipe/_core/crc32c.c",
     "queuepipe/_core/frames.c",
     "queuepipe/_core/module.c",
+    "queuepipe/_core/module_blocks.c",
     "queuepipe/_core/module_columns.c",
     "queuepipe/_core/module_example.c",
     "queuepipe/_core/wire.c",

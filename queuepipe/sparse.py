@@ -448,6 +448,19 @@ def _fill_share(lengths: np.ndarray, n: int, out: np.ndarray, first: int,
 fill_list_indices = core.list_indices if core is not None else _fill_list_indices
 
 
+def empty_indices(rows: List[int]) -> List[np.ndarray]:
+    """Int64 ``[r, 2]`` arrays for each ``r`` of ``rows``, their contents undefined (for
+    :func:`fill_list_indices` to fill). With the core, on its Blocks: buffers freed by
+    earlier batches are kept and given again, so that a batch's 270 KiB of indices are not
+    fresh pages, each a fault and a page cleared by the kernel (most of a chunk's faults on
+    token lists, twice as many with two enqueue threads: ``queuepipe/_core/module_blocks.c``).
+    """
+    if core is None:
+        return [np.empty((r, 2), dtype=np.int64) for r in rows]
+    return [np.frombuffer(block, dtype=np.int64).reshape(-1, 2)
+            for block in core.blocks([16 * r for r in rows])]
+
+
 def _refuse_lengths(lengths: np.ndarray, rows: int, first: int = 0,
                     share: Optional[int] = None) -> None:
     """Raises the ValueError of the core's ``list_indices`` for ``lengths`` (lists ``first``

@@ -433,3 +433,65 @@ def test_the_key_formatter_gives_the_keys_of_every_kind_of_prefix(core):
 def test_the_key_formatter_refuses_what_no_reader_gives(core, positions, error, message):
     with pytest.raises(error, match=message):
         core.format_keys(b"f", positions)
+
+
+# -- Blocks and the buffers kept for them (module_blocks.c) ----------------------------------
+
+
+def test_blocks_are_writable_buffers_of_the_sizes_asked(core):
+    sizes = [0, 8, 1 << 16, 3 * (1 << 18) + 8]
+    blocks = core.blocks(sizes)
+    assert [memoryview(block).nbytes for block in blocks] == sizes
+    for block in blocks:
+        view = np.frombuffer(block, dtype=np.uint8)
+        view[:] = 7
+        assert view.flags.writeable and (view == 7).all()
+
+
+@pytest.mark.parametrize("sizes, error, message", [
+    ((1024,), TypeError, "sizes must be a list of ints"),
+    ([8, -1], ValueError, r"sizes\[1\] is negative \(-1\)"),
+    (["8"], TypeError, r"sizes\[0\] is not an int"),
+    ([True], TypeError, r"sizes\[0\] is not an int"),
+    ([1 << 70], OverflowError, r"sizes\[0\] is too large"),
+])
+def test_blocks_refuse_what_is_not_a_list_of_sizes(core, sizes, error, message):
+    kept = core.blocks_kept()
+    with pytest.raises(error, match=rf"^blocks: {message}$"):
+        core.blocks(sizes)
+    assert core.blocks_kept()[0] <= kept[0]  # (a block made before the refusal: let go)
+
+
+def test_a_block_past_what_memory_holds_is_a_memory_error(core):
+    with pytest.raises(MemoryError):
+        core.blocks([1 << 62])
+
+
+def test_a_freed_block_is_kept_and_given_again_within_the_bounds(core):
+    size = 1_234_568  # (no other test's size: the kept buffer of this one is the best fit)
+    block = core.blocks([size])[0]
+    address = np.frombuffer(block, dtype=np.uint8).ctypes.data
+    del block
+    again = core.blocks([size - 8])[0]
+    assert np.frombuffer(again, dtype=np.uint8).ctypes.data == address
+    many = core.blocks([1 << 20] * 100)
+    del many  # more than the pool keeps: the rest are freed
+    buffers, kept_bytes = core.blocks_kept()
+    assert 0 < buffers <= 32 and kept_bytes <= 32 << 20
+
+
+def test_a_kept_buffer_left_dirty_changes_no_value_of_a_walk(core):
+    # a walk's ragged numbers start in the biggest kept buffer: what an earlier batch left
+    # there must never show through
+    dirty = core.blocks([4 << 20] * 4)
+    for block in dirty:
+        np.frombuffer(block, dtype=np.uint8)[:] = 0xAB
+    del dirty, block
+    records = [_TOKENS] * 5000
+    n = len(records)
+    counts = np.zeros(n, dtype=np.int64)
+    (values,) = core.walk_examples(records, _TOKENS_SPEC, (None,), bytearray(n), counts,
+                                   bytearray(n))
+    numbers = np.frombuffer(values, dtype=np.int64)
+    assert (counts == 9).all() and len(numbers) == 9 * n
+    assert (numbers.reshape(n, 9) == np.arange(1, 10)).all()

@@ -7,12 +7,13 @@
 #include "crc32c.h"
 #include "frames.h"
 #include "gil.h"
+#include "module_blocks.h"
 #include "module_columns.h"
 #include "module_example.h"
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 21
+#define QP_ABI_VERSION 22
 
 
 static uint32_t
@@ -467,7 +468,8 @@ PyInit__qpcore(void)
     }
     if (PyModule_AddIntConstant(module, "ABI_VERSION", QP_ABI_VERSION) < 0
         || PyModule_AddStringConstant(module, "CRC_INSTRUCTION", qp_crc32c_instruction()) < 0
-        || qp_example_add_functions(module) < 0 || qp_columns_add_functions(module) < 0) {
+        || qp_example_add_functions(module) < 0 || qp_columns_add_functions(module) < 0
+        || qp_blocks_add_functions(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gil.h"
+#include "module_blocks.h"
 #include "wire.h"
 
 /* Whether a spec item is a tuple (bytes, int, bool, int, bool) whose ints are small enough
@@ -266,65 +267,24 @@ feature_result(const qp_feature *f)
                                          (Py_ssize_t)f->values.len);
 }
 
-/* A block of bytes the walk gathered, handed to Python as it is: a chunk's ragged numbers
- * (megabytes for a few batches of token lists) become the values' arrays without a copy made
- * holding the GIL, and without the fresh pages a copy's allocation costs (np.frombuffer of
- * it gives a writable array, as a bytearray's). It owns data (malloc'd by the walk's
- * scratch) and frees it when the last array on it goes. Python cannot make one. */
-typedef struct {
-    PyObject_HEAD
-    uint8_t *data;
-    Py_ssize_t len;
-} qp_block;
-
-static int
-block_getbuffer(PyObject *self, Py_buffer *view, int flags)
-{
-    qp_block *block = (qp_block *)self;
-    return PyBuffer_FillInfo(view, self, block->data, block->len, 0, flags);
-}
-
-static void
-block_dealloc(PyObject *self)
-{
-    free(((qp_block *)self)->data);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyBufferProcs block_as_buffer = {block_getbuffer, NULL};
-
-static PyTypeObject block_type = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "queuepipe._qpcore.Block",
-    .tp_basicsize = sizeof(qp_block),
-    .tp_dealloc = block_dealloc,
-    .tp_as_buffer = &block_as_buffer,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Bytes the compiled walk gathered (a buffer; made by walk_examples only).",
-};
-
-/* f's ragged numbers as a Block that takes over its scratch (left empty: qp_feature_release
- * then frees nothing of it); an empty bytearray when the walk gathered none.
+/* f's ragged numbers as a Block (module_blocks.c) that takes over its scratch (left empty:
+ * qp_feature_release then frees nothing of it); an empty bytearray when the walk gathered
+ * none. A chunk's ragged numbers (megabytes for a few batches of token lists) become the
+ * values' arrays without a copy made holding the GIL (np.frombuffer of a Block gives a
+ * writable array, as a bytearray's).
  *
  * The scratch keeps its capacity (less than twice its length): cut to its length, a block of
  * megabytes was freed (by the consumer, as often as not) with a size below the next chunk's
  * scratch, so glibc's threshold for mapping an allocation on its own never rose past the
  * scratch, and every block was mapped and unmapped, the unmap (50-100 us, with the other
- * core's TLB to shoot down) holding the GIL in the consumer. Freed whole, the first one
- * raises the threshold past the next ones, which come from the heap. */
+ * core's TLB to shoot down) holding the GIL in the consumer. Whole, its buffer is kept for
+ * the next walk when the Block goes. */
 static PyObject *
 handed_numbers(qp_feature *f)
 {
     if (f->values.data == NULL || f->values.len == 0)
         return PyByteArray_FromStringAndSize(NULL, 0);
-    qp_block *block = PyObject_New(qp_block, &block_type);
-    if (block == NULL)
-        return NULL;
-    block->data = f->values.data;
-    block->len = (Py_ssize_t)f->values.len;
-    f->values.data = NULL;
-    f->values.len = f->values.cap = 0;
-    return (PyObject *)block;
+    return qp_blocks_of_scratch(&f->values);
 }
 
 /* 0 for QP_WALK_OK, else -1 with the walk's error raised. */
@@ -451,6 +411,10 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
             goto done;
         }
     }
+    for (Py_ssize_t i = 0; i < n_features; i++) {
+        if (features[i].kind == QP_RAGGED && features[i].dtype != QP_BYTES)
+            qp_blocks_seed(&features[i].values);  /* (a buffer kept from an earlier walk) */
+    }
     size_t walked = 0;
     for (Py_ssize_t i = 0; i < n_records && walked < QP_GIL_FREE_WALK_BYTES; i++)
         walked += spans[i].len;
@@ -482,8 +446,10 @@ walk_spans(const qp_span *spans, Py_ssize_t n_records, PyObject *spec, PyObject 
     }
 done:
     if (features != NULL) {
-        for (Py_ssize_t i = 0; i < n_features; i++)
+        for (Py_ssize_t i = 0; i < n_features; i++) {
+            qp_blocks_keep(&features[i].values);  /* (not handed over: kept or freed) */
             qp_feature_release(&features[i]);
+        }
     }
     if (views != NULL) {
         for (Py_ssize_t i = 0; i < n_features; i++) {
@@ -1043,7 +1009,5 @@ static PyMethodDef example_methods[] = {
 int
 qp_example_add_functions(PyObject *module)
 {
-    if (PyType_Ready(&block_type) < 0)
-        return -1;
     return PyModule_AddFunctions(module, example_methods);
 }

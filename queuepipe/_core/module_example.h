@@ -4,8 +4,7 @@
 
 #include <Python.h>
 
-/* Adds the parsing functions to the module (and readies the type of the blocks walk_examples
- * hands over); 0 on success, -1 with an exception set. */
+/* Adds the parsing functions to the module; 0 on success, -1 with an exception set. */
 int qp_example_add_functions(PyObject *module);
 
 #endif

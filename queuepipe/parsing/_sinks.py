@@ -9,7 +9,8 @@ import numpy as np
 
 from queuepipe import _core
 from queuepipe.parsing._specs import _FIXED, _VAR
-from queuepipe.sparse import SparseValue, counted, fill_list_indices, segments, zeroed
+from queuepipe.sparse import SparseValue, counted, empty_indices, fill_list_indices, segments, \
+    zeroed
 
 
 class _DenseOut:
@@ -144,7 +145,7 @@ def _sparse_values(sinks, size=None):
     values = [sink._values(row_counts, total)
               for sink, row_counts, total in zip(sinks, counts, totals)]
     out = [[] for _ in sinks]
-    every = [np.empty((part[-1][3], 2), dtype=np.int64) for part in rows]
+    every = empty_indices([part[-1][3] for part in rows])
     if parts:  # the lists batch after batch, feature after feature in each: one call
         fill_list_indices(np.ascontiguousarray(counts.reshape(len(sinks), parts, batch)
                                                .swapaxes(0, 1)).reshape(-1), batch, every)

@@ -1,0 +1,26 @@
+/* Blocks, the core's buffers handed to Python, and the freed ones kept (module_blocks.c).
+ * Every function here runs holding the GIL. */
+#ifndef QP_MODULE_BLOCKS_H
+#define QP_MODULE_BLOCKS_H
+
+#include <Python.h>
+
+#include "wire.h"
+
+/* Gives an empty scratch (data NULL) the biggest kept buffer, if one is kept: a walk's
+ * ragged numbers, which then need no fresh pages (nor a copy at each doubling while the
+ * buffer holds them). */
+void qp_blocks_seed(qp_scratch *s);
+
+/* Keeps the scratch's buffer for a later take (or frees it) and leaves it empty. */
+void qp_blocks_keep(qp_scratch *s);
+
+/* The scratch's bytes as a Block, which takes over its buffer (the scratch is left empty,
+ * also on failure); NULL with an exception set when the Block cannot be made. */
+PyObject *qp_blocks_of_scratch(qp_scratch *s);
+
+/* Readies the Block type and adds blocks() and blocks_kept() to the module; 0 on success,
+ * -1 with an exception set. */
+int qp_blocks_add_functions(PyObject *module);
+
+#endif
