@@ -19,7 +19,8 @@ Run it with atheris (``pip install atheris``)::
   its own TF kernel.
 
 In modes 0 and 1, where the compiled core is built, the same bytes are also read with the
-core's frame scan and with the pure path, which must give equal records, skips and errors
+core's frame scan (its records made at once, and from copies of their frames) and with the
+pure path, which must give equal records, skips and errors
 (type, message, offset): :func:`check_core_agrees`.
 
 Any other exception, or a disagreement, is a bug: it propagates and atheris reports it.
@@ -90,14 +91,20 @@ def reference_frames(data: bytes):
     return records, None
 
 
-def _scan(corrupt_records: str, batch_size: int = 7, compression: str = ""):
+def _scan(corrupt_records: str, batch_size: int = 7, compression: str = "",
+          framed: bool = False):
     """What a scanner reads from the file at _PATH, batch by batch: ``(records, error,
-    skipped)``."""
+    skipped)``; ``framed``: by ``next_framed``, its pieces cut into records by ``unframed``
+    (as read_batch_features' plan reads)."""
     scanner = RecordScanner(_PATH, compression, corrupt_records=corrupt_records)
     out, error = [], None
     try:
         while True:
-            batch = scanner.next_batch(batch_size)
+            if framed:
+                offsets, pieces = scanner.next_framed(batch_size)
+                batch = list(zip(offsets, records.unframed(pieces)))
+            else:
+                batch = scanner.next_batch(batch_size)
             if not batch:
                 break
             out.extend(batch)
@@ -151,19 +158,21 @@ def core_module():
 @contextlib.contextmanager
 def _framing(core):
     """Makes the record scanner use ``core``'s framing (None: the pure path's) meanwhile."""
-    saved = records._scan_frames, records.masked_crc32c
+    saved = records._scan_frames, records._scan_region, records.masked_crc32c
     records._scan_frames = core.scan_frames if core else None
+    records._scan_region = core.scan_region if core else None
     records.masked_crc32c = core.masked_crc32c if core else _frames._masked_crc32c
     try:
         yield
     finally:
-        records._scan_frames, records.masked_crc32c = saved
+        records._scan_frames, records._scan_region, records.masked_crc32c = saved
 
 
-def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7, compression: str = ""):
+def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7, compression: str = "",
+              framed: bool = False):
     """What the core and the pure path read from ``data`` (a file's bytes, compressed as
-    ``compression`` says): ``(records, error, skipped)`` each, the error as ``(type, message,
-    offset, path)``; None when the core is not built."""
+    ``compression`` says; ``framed``: see :func:`_scan`): ``(records, error, skipped)``
+    each, the error as ``(type, message, offset, path)``; None when the core is not built."""
     core = core_module()
     if core is None:
         return None
@@ -172,19 +181,21 @@ def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7, compressio
     results = []
     for implementation in (core, None):
         with _framing(implementation):
-            got, error, skipped = _scan(corrupt_records, batch_size, compression)
+            got, error, skipped = _scan(corrupt_records, batch_size, compression, framed)
         results.append((got, error and (type(error), str(error), error.offset, error.path),
                         skipped))
     return results
 
 
 def check_core_agrees(data: bytes, corrupt_records: str, batch_size: int = 7) -> None:
-    """The core's frame scan and the pure path read ``data`` alike (nothing to compare when
-    the core is not built)."""
-    both = scan_both(data, corrupt_records, batch_size)
-    if both is not None:
-        core, pure = both
-        assert core == pure, f"core and pure path disagree: {core!r} != {pure!r}"
+    """The core's frame scan and the pure path read ``data`` alike, the records made at once
+    or from copies of their frames (nothing to compare when the core is not built)."""
+    for framed in (False, True):
+        both = scan_both(data, corrupt_records, batch_size, framed=framed)
+        if both is not None:
+            core, pure = both
+            assert core == pure, (f"core and pure path disagree (framed: {framed}): "
+                                  f"{core!r} != {pure!r}")
 
 
 # Lengths a hostile header gives, its length checksum right: at and around 2**63 and 2**64.

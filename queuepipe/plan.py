@@ -13,8 +13,9 @@ thread read it or when::
 Two orders:
 
 * ``"files"`` (and ``"sorted"``): an epoch reads its files one after another (a seeded
-  permutation per epoch, or sorted), each in record order, a chunk at a time. Reading is
-  serial, under the plan's lock (it is the cheap part); threads parse chunks in parallel.
+  permutation per epoch, or sorted), each in record order, a chunk at a time. Reading and
+  checking is serial, under the plan's lock (it is the cheap part); the chunk's records are
+  made from a copy of their frames after it, and threads parse chunks in parallel.
 * ``"global"``: every file has its ``.index``; an epoch is one seeded permutation of all the
   records of all the files (:class:`~queuepipe.permutation.Permutation`, nothing stored per
   record), and a chunk is its next ``chunk_size`` positions, read by offset outside the lock,
@@ -45,6 +46,7 @@ from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentErro
                               OutOfRangeError)
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
+from queuepipe.records import unframed
 from queuepipe._core import core
 from queuepipe._frames import unframe_many
 from queuepipe._open_files import OpenFiles, descriptor_budget
@@ -265,12 +267,17 @@ class ReadPlan:
                 raise CancelledError("the read plan is closed (its batches were closed)")
             if self._order != "global":
                 try:
-                    return self._take_from_files()
+                    ticket, base, pieces, where = self._take_from_files()
                 except OutOfRangeError:
                     self._reader._input_ended()  # its input ends here, not at a queue's end
                     raise
-            where = self._next_global()
-            ticket, base = self._register(where, where[-1])
+            else:
+                where = self._next_global()
+                ticket, base = self._register(where, where[-1])
+        if self._order != "global":  # (the records made outside the lock: see _take_from_files)
+            count = where[-1]
+            return Chunk(ticket, np.arange(base, base + count), _object_array(unframed(pieces)),
+                         where)
         values, _, kept = self._read_global(where, keyed=False)
         if len(kept) < where[-1]:  # damaged records skipped: nobody will deliver them
             self.delivered(base + np.setdiff1d(np.arange(where[-1]), kept))
@@ -304,7 +311,12 @@ class ReadPlan:
                                        dtype=bool)
         return ticket, base
 
-    def _take_from_files(self) -> Chunk:
+    def _take_from_files(self) -> Tuple[int, int, List[Any], List[int]]:
+        """The next chunk of the ``"files"`` order, read and checked, as its ticket, its first
+        ordinal, its records as pieces for :func:`~queuepipe.records.unframed` (a copy of
+        their frames, with the compiled core) and its where. Lock held: the records are
+        made after it, as they cost a third of the read (a bytes object each) and the other
+        enqueue threads wait for the lock meanwhile."""
         while True:
             if self._ended():
                 raise OutOfRangeError("the plan's epochs are all read")
@@ -318,20 +330,18 @@ class ReadPlan:
             file = int(order[self._slot])
             if not self._opened:
                 self._open(file)
-            positions, values, finished = self._read_records()
-            chunk = None
-            if len(values):
-                where = [file, int(positions[0]), 0, len(values)]
-                ticket, base = self._register(where, len(values))
-                chunk = Chunk(ticket, np.arange(base, base + len(values)),
-                              _object_array(values), where)
-                self._position, self._skip = int(positions[0]), len(values)
+            positions, pieces, finished = self._read_records()
+            taken = None
+            if len(positions):
+                where = [file, int(positions[0]), 0, len(positions)]
+                taken = (*self._register(where, len(positions)), pieces, where)
+                self._position, self._skip = int(positions[0]), len(positions)
             if finished:
                 self._reader._stop()
                 self._opened = False
                 self._slot, self._position, self._skip = self._slot + 1, 0, 0
-            if chunk is not None:
-                return chunk
+            if taken is not None:
+                return taken
 
     def _open(self, file: int) -> None:
         """Opens ``file`` at the cursor: its record at ``_position``, then ``_skip`` on."""
@@ -339,14 +349,14 @@ class ReadPlan:
                                self._chunk_size)
         self._opened = True
 
-    def _read_records(self) -> Tuple[List[int], List[bytes], bool]:
-        """The next records of the open file: positions and values as lists, and whether the
-        file is finished."""
+    def _read_records(self) -> Tuple[List[int], List[Any], bool]:
+        """The next records of the open file: positions and values (records, or pieces of
+        them for :func:`~queuepipe.records.unframed`) as lists, and whether the file is
+        finished."""
         if self._carry is not None:
             carried, self._carry = self._carry, None
             return carried
-        positions, values, finished = self._reader._read_records(self._chunk_size)
-        return list(positions), list(values), finished
+        return self._reader._read_framed(self._chunk_size)
 
     def _next_global(self) -> List[int]:
         """The next chunk's where, ``[epoch, start, count]``; moves past it."""

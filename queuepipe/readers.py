@@ -122,6 +122,14 @@ class ReaderBase:
         """
         raise NotImplementedError
 
+    def _read_framed(self, n: int) -> Tuple[List[int], List[Any], bool]:
+        """:meth:`_read_records`, but the values as pieces for
+        :func:`~queuepipe.records.unframed` to make the records of, later and without the
+        lock (``read_batch_features``' plan reads under its own): the records themselves
+        here, copies of their frames for a TFRecordReader with the compiled core."""
+        positions, values, finished = self._read_records(n)
+        return list(positions), list(values), finished
+
     def _stop(self) -> None:
         """Closes the current file. Called with the lock held."""
         raise NotImplementedError
@@ -367,6 +375,11 @@ class TFRecordReader(ReaderBase):
 
     def _read_records(self, n: int) -> Records:
         return self._scanned(lambda scanner: scanner.next_columns(n))
+
+    def _read_framed(self, n: int) -> Tuple[List[int], List[Any], bool]:
+        if type(self)._read_records is not TFRecordReader._read_records:
+            return super()._read_framed(n)  # (a subclass's records: a shard's, say)
+        return self._scanned(lambda scanner: scanner.next_framed(n))
 
     def _scanned(self, take: Callable[[RecordScanner], Tuple[Any, Any]]) -> Tuple[Any, Any, bool]:
         """What ``take`` reads from the current file's scanner, its skips counted, and

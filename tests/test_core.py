@@ -106,28 +106,56 @@ def test_scan_takes_at_most_max_records_from_pos_to_end(core):
     assert core.scan_frames(buffer, 4, 4 + 16 + 5, 3, 0) == ([4], [b""], 20, SHORT_HEADER)
 
 
+SCANS = ("scan_frames", "scan_region")
+
+
+@pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("args", [(-1, 4, 1, 0), (5, 4, 1, 0), (0, 1000, 1, 0)])
-def test_scan_refuses_a_range_outside_the_buffer(core, args):
-    with pytest.raises(ValueError, match=r"^scan_frames: pos -?\d+ and end \d+ must satisfy "
+def test_scan_refuses_a_range_outside_the_buffer(core, scan, args):
+    with pytest.raises(ValueError, match=rf"^{scan}: pos -?\d+ and end \d+ must satisfy "
                                          r"0 <= pos <= end <= 10, the buffer's length$"):
-        core.scan_frames(bytes(10), *args)
+        getattr(core, scan)(bytes(10), *args)
 
 
-def test_scan_refuses_a_negative_count(core):
-    with pytest.raises(ValueError, match=r"^scan_frames: max_records \(-1\) and base \(0\) "
+@pytest.mark.parametrize("scan", SCANS)
+def test_scan_refuses_a_negative_count(core, scan):
+    with pytest.raises(ValueError, match=rf"^{scan}: max_records \(-1\) and base \(0\) "
                                          r"must be >= 0$"):
-        core.scan_frames(bytes(10), 0, 10, -1, 0)
+        getattr(core, scan)(bytes(10), 0, 10, -1, 0)
 
 
-def test_scan_refuses_a_base_whose_offsets_would_overflow(core):
+@pytest.mark.parametrize("scan", SCANS)
+def test_scan_refuses_a_base_whose_offsets_would_overflow(core, scan):
     # base + pos + a frame's start is a signed sum: past 2**63 - 1 it was undefined (UBSan:
     # signed integer overflow) and gave negative offsets
     buffer = b"j" + _frames._frame(b"abc")
-    with pytest.raises(ValueError, match=r"^scan_frames: base \(9223372036854775807\) \+ end "
+    with pytest.raises(ValueError, match=rf"^{scan}: base \(9223372036854775807\) \+ end "
                                          r"\(20\) passes 2\*\*63 - 1, the largest offset$"):
-        core.scan_frames(buffer, 1, len(buffer), 1, 2**63 - 1)
+        getattr(core, scan)(buffer, 1, len(buffer), 1, 2**63 - 1)
     assert core.scan_frames(buffer, 1, len(buffer), 1, 2**63 - 21) == (
         [2**63 - 20], [b"abc"], 20, OK)
+
+
+def test_a_region_holds_the_frames_a_scan_takes_and_cuts_into_their_records(core):
+    buffer = b"junk" + b"".join(_frames._frame(bytes([i]) * i) for i in range(5)) + b"\0"
+    for count in (0, 3, 5, 9):
+        offsets, records, stop, status = core.scan_frames(buffer, 4, len(buffer), count, 10)
+        region_offsets, region, region_stop, region_status = core.scan_region(
+            buffer, 4, len(buffer), count, 10)
+        assert (region_offsets, region_stop, region_status) == (offsets, stop, status)
+        assert bytes(region) == buffer[4:stop] and core.cut_frames(region) == records
+
+
+@pytest.mark.parametrize("frames", [
+    _frames._frame(b"abc") + b"\0",  # a header cut short after a whole frame
+    _frames._frame(b"abc")[:-1],  # a frame one byte short
+    (2**64 - 1).to_bytes(8, "little") + bytes(20),  # a length past the end
+    (2**63).to_bytes(8, "little") + bytes(20),
+])
+def test_cut_frames_refuses_what_is_not_whole_frames(core, frames):
+    with pytest.raises(ValueError, match=r"^cut_frames: the buffer holds no whole frame at "
+                                         rf"\d+ of its {len(frames)} bytes$"):
+        core.cut_frames(frames)
 
 
 # -- the core reads what the pure path reads ----------------------------------------------
@@ -172,15 +200,21 @@ def test_core_and_pure_path_read_compressed_hostile_buffers_alike(rng, policy, c
     assert core_result == pure_result
 
 
-def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch):
-    class Lossy:  # a core whose scan drops the last record it took
+@pytest.mark.parametrize("lossy", ["scan_frames", "scan_region"])
+def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch, lossy):
+    class Lossy:  # a core whose scan (one of them) drops the last record it took
         masked_crc32c = core.masked_crc32c
+        scan_frames, scan_region = core.scan_frames, core.scan_region
 
-        @staticmethod
-        def scan_frames(*args):
-            offsets, records, stop, status = core.scan_frames(*args)
-            return offsets[:-1], records[:-1], stop, status
+    def scan_and_lose(*args):
+        offsets, taken, stop, status = getattr(core, lossy)(*args)
+        if not offsets:
+            return offsets, taken, stop, status
+        if lossy == "scan_region":  # (the region without its last frame)
+            return offsets[:-1], bytes(taken)[:offsets[-1] - offsets[0]], stop, status
+        return offsets[:-1], taken[:-1], stop, status
 
+    setattr(Lossy, lossy, staticmethod(scan_and_lose))
     monkeypatch.setattr(fuzz_records, "core_module", lambda: Lossy)
     data = b"".join(_frames._frame(bytes([i])) for i in range(3))
     with pytest.raises(AssertionError, match="core and pure path disagree"):

@@ -6,15 +6,16 @@
 #include "crc32c.h"
 #include "endian.h"
 
-/* Checks the header of the frame at buf[0:left]: on QP_FRAMES_OK stores its data length,
- * which then fits in left with the footer, in *data_len. */
+/* Checks the header of the frame at buf[0:left] (its length's checksum too where
+ * check_crc): on QP_FRAMES_OK stores its data length, which then fits in left with the
+ * footer, in *data_len. */
 static qp_frames_status
-check_header(const uint8_t *buf, size_t left, size_t *data_len)
+check_header(const uint8_t *buf, size_t left, int check_crc, size_t *data_len)
 {
     if (left < QP_FRAME_HEADER_BYTES) {
         return QP_FRAMES_SHORT_HEADER;
     }
-    if (qp_masked_crc32c(buf, 8) != qp_load_le32(buf + 8)) {
+    if (check_crc && qp_masked_crc32c(buf, 8) != qp_load_le32(buf + 8)) {
         return QP_FRAMES_LENGTH_CRC;
     }
     uint64_t length = qp_load_le64(buf);
@@ -67,17 +68,16 @@ first_damaged_data(const uint8_t *buf, const size_t *starts, const size_t *lengt
     return n;
 }
 
-qp_frames_status
-qp_frames_scan(const uint8_t *buf, size_t len, size_t max_records, size_t *frame_starts,
-               size_t *data_lengths, size_t *n_records, size_t *stop)
+/* The frames' headers up to the first that fails (see qp_frames_scan and qp_frames_walk). */
+static qp_frames_status
+walk_headers(const uint8_t *buf, size_t len, size_t max_records, int check_crc,
+             size_t *frame_starts, size_t *data_lengths, size_t *n_records, size_t *stop)
 {
-    /* First every header up to the first that fails, then the data of those frames: the
-     * scan stops at whichever damage comes first. */
     size_t pos = 0, taken = 0;
     qp_frames_status status = QP_FRAMES_OK;
     while (taken < max_records && pos < len) {
         size_t data_len = 0;
-        status = check_header(buf + pos, len - pos, &data_len);
+        status = check_header(buf + pos, len - pos, check_crc, &data_len);
         if (status != QP_FRAMES_OK) {
             break;
         }
@@ -86,6 +86,27 @@ qp_frames_scan(const uint8_t *buf, size_t len, size_t max_records, size_t *frame
         taken++;
         pos += data_len + QP_FRAME_BYTES;
     }
+    *n_records = taken;
+    *stop = pos;
+    return status;
+}
+
+qp_frames_status
+qp_frames_walk(const uint8_t *buf, size_t len, size_t max_records, size_t *frame_starts,
+               size_t *data_lengths, size_t *n_records, size_t *stop)
+{
+    return walk_headers(buf, len, max_records, 0, frame_starts, data_lengths, n_records, stop);
+}
+
+qp_frames_status
+qp_frames_scan(const uint8_t *buf, size_t len, size_t max_records, size_t *frame_starts,
+               size_t *data_lengths, size_t *n_records, size_t *stop)
+{
+    /* First every header up to the first that fails, then the data of those frames: the
+     * scan stops at whichever damage comes first. */
+    size_t taken, pos;
+    qp_frames_status status = walk_headers(buf, len, max_records, 1, frame_starts,
+                                           data_lengths, &taken, &pos);
     size_t intact = first_damaged_data(buf, frame_starts, data_lengths, taken);
     if (intact < taken) {
         taken = intact;

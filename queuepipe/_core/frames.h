@@ -33,6 +33,14 @@ qp_frames_status qp_frames_scan(const uint8_t *buf, size_t len, size_t max_recor
                                 size_t *frame_starts, size_t *data_lengths,
                                 size_t *n_records, size_t *stop);
 
+/* Walks the frames lying back to back in buf[0:len] by their lengths alone, as
+ * qp_frames_scan does but checking no checksum (frames a scan checked already, copied since),
+ * and stores the same. Stops at QP_FRAMES_SHORT_HEADER or QP_FRAMES_SHORT_RECORD where what is
+ * left holds no whole frame. */
+qp_frames_status qp_frames_walk(const uint8_t *buf, size_t len, size_t max_records,
+                                size_t *frame_starts, size_t *data_lengths,
+                                size_t *n_records, size_t *stop);
+
 /* Writes the frame of data[0:len] to out[0:len + 16]. */
 void qp_frame_write(const uint8_t *data, size_t len, uint8_t *out);
 

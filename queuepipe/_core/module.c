@@ -13,7 +13,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 22
+#define QP_ABI_VERSION 23
 
 
 static uint32_t
@@ -117,30 +117,41 @@ done:
     return out;
 }
 
-/* The records a scan took: frame offsets and data, as Python lists. */
-static int
-take_records(const uint8_t *buf, Py_ssize_t base, size_t n, const size_t *starts,
-             const size_t *lengths, PyObject **offsets_out, PyObject **records_out)
+/* The offsets base + starts[i] of n frames, as a list of ints. */
+static PyObject *
+offsets_of(Py_ssize_t base, size_t n, const size_t *starts)
 {
     PyObject *offsets = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; offsets != NULL && i < n; i++) {
+        PyObject *offset = PyLong_FromSsize_t(base + (Py_ssize_t)starts[i]);
+        if (offset == NULL) {
+            Py_CLEAR(offsets);
+            break;
+        }
+        PyList_SET_ITEM(offsets, (Py_ssize_t)i, offset);
+    }
+    return offsets;
+}
+
+/* The data of n frames of buf (frame i at starts[i], lengths[i] data bytes) as a list of
+ * bytes. */
+static PyObject *
+records_of(const uint8_t *buf, size_t n, const size_t *starts, const size_t *lengths)
+{
     PyObject *records = PyList_New((Py_ssize_t)n);
     uint8_t **dest = PyMem_Malloc((n ? n : 1) * sizeof(uint8_t *));
     size_t total = 0;
-    if (offsets == NULL || records == NULL || dest == NULL) {
+    if (records == NULL || dest == NULL) {
         if (dest == NULL) {
             PyErr_NoMemory();
         }
         goto error;
     }
     for (size_t i = 0; i < n; i++) {
-        PyObject *offset = PyLong_FromSsize_t(base + (Py_ssize_t)starts[i]);
         PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)lengths[i]);
-        if (offset == NULL || record == NULL) {
-            Py_XDECREF(offset);
-            Py_XDECREF(record);
+        if (record == NULL) {
             goto error;
         }
-        PyList_SET_ITEM(offsets, (Py_ssize_t)i, offset);
         PyList_SET_ITEM(records, (Py_ssize_t)i, record);
         dest[i] = (uint8_t *)PyBytes_AS_STRING(record);
         total += lengths[i];
@@ -159,14 +170,11 @@ take_records(const uint8_t *buf, Py_ssize_t base, size_t n, const size_t *starts
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(dest);
-    *offsets_out = offsets;
-    *records_out = records;
-    return 0;
+    return records;
 error:
     PyMem_Free(dest);
-    Py_XDECREF(offsets);
     Py_XDECREF(records);
-    return -1;
+    return NULL;
 }
 
 /* Scans the frames in buffer[pos:end] (0 <= pos <= end <= its length, checked by the
@@ -200,6 +208,84 @@ scan_unlocked(const Py_buffer *buffer, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
     return 0;
 }
 
+/* Checks scan_frames' and scan_region's arguments (named by function); 0, or -1 with a
+ * ValueError raised. */
+static int
+check_scan_arguments(const char *function, const Py_buffer *buffer, Py_ssize_t pos,
+                     Py_ssize_t end, Py_ssize_t max_records, Py_ssize_t base)
+{
+    if (pos < 0 || pos > end || end > buffer->len) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: pos %zd and end %zd must satisfy 0 <= pos <= end <= %zd, "
+                     "the buffer's length", function, pos, end, buffer->len);
+        return -1;
+    }
+    if (max_records < 0 || base < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: max_records (%zd) and base (%zd) must be >= 0",
+                     function, max_records, base);
+        return -1;
+    }
+    /* Every offset returned is base + an index below end: all of them fit when this does. */
+    if (base > PY_SSIZE_T_MAX - end) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: base (%zd) + end (%zd) passes 2**63 - 1, the largest offset",
+                     function, base, end);
+        return -1;
+    }
+    return 0;
+}
+
+/* The frames of buffer[pos:end] as scan_frames (region 0) or scan_region (region 1) gives
+ * them; the arguments are parsed from args by either. */
+static PyObject *
+scan(PyObject *args, const char *format, const char *function, int region)
+{
+    Py_buffer buffer;
+    Py_ssize_t pos, end, max_records, base;
+    if (!PyArg_ParseTuple(args, format, &buffer, &pos, &end, &max_records, &base)) {
+        return NULL;
+    }
+    PyObject *result = NULL, *offsets = NULL, *taken = NULL;
+    size_t *starts = NULL, *lengths = NULL;
+    size_t n = 0, stop = 0;
+    qp_frames_status status;
+    if (check_scan_arguments(function, &buffer, pos, end, max_records, base) < 0
+        || scan_unlocked(&buffer, pos, end, max_records, &starts, &lengths, &n, &stop,
+                         &status) < 0) {
+        goto done;
+    }
+    const uint8_t *scanned = (const uint8_t *)buffer.buf + pos;
+    if ((offsets = offsets_of(base + pos, n, starts)) == NULL) {
+        goto done;
+    }
+    if (!region) {
+        taken = records_of(scanned, n, starts, lengths);
+    }
+    else {
+        /* The frames taken end where the scan stopped (the first one not taken, if any,
+         * starts there). */
+        uint8_t *copy;
+        taken = qp_blocks_new(stop, &copy);
+        if (taken != NULL) {
+            PyThreadState *saved = qp_gil_let_go(stop, QP_GIL_FREE_BYTES);
+            memcpy(copy, scanned, stop);
+            qp_gil_take(saved);
+        }
+    }
+    if (taken == NULL) {
+        goto done;
+    }
+    result = Py_BuildValue("NNni", offsets, taken, pos + (Py_ssize_t)stop, (int)status);
+    offsets = taken = NULL;
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(taken);
+    PyMem_Free(starts);
+    PyMem_Free(lengths);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
 PyDoc_STRVAR(scan_frames_doc,
 "scan_frames(buffer, pos, end, max_records, base, /)\n--\n\n"
 "Takes the intact TFRecord frames lying back to back in buffer[pos:end], at most\n"
@@ -213,47 +299,58 @@ static PyObject *
 py_scan_frames(PyObject *self, PyObject *args)
 {
     (void)self;
-    Py_buffer buffer;
-    Py_ssize_t pos, end, max_records, base;
-    if (!PyArg_ParseTuple(args, "y*nnnn", &buffer, &pos, &end, &max_records, &base)) {
+    return scan(args, "y*nnnn", "scan_frames", 0);
+}
+
+PyDoc_STRVAR(scan_region_doc,
+"scan_region(buffer, pos, end, max_records, base, /)\n--\n\n"
+"scan_frames, but the frames taken are returned as one copy of buffer[pos:stop] (a Block)\n"
+"in place of their records, for cut_frames to cut: a caller that must scan in order, under\n"
+"a lock, makes the records after it.\n\n"
+"Returns (offsets, frames, stop, status), as scan_frames.");
+
+static PyObject *
+py_scan_region(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return scan(args, "y*nnnn", "scan_region", 1);
+}
+
+PyDoc_STRVAR(cut_frames_doc,
+"cut_frames(frames, /)\n--\n\n"
+"The data of the TFRecord frames lying back to back in frames (a buffer: what scan_region\n"
+"gives), as a list of bytes. Their lengths are checked against the bytes left, not their\n"
+"checksums (scan_region checked them).\n\n"
+"Raises ValueError when frames does not hold whole frames from its start to its end.");
+
+static PyObject *
+py_cut_frames(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_buffer frames;
+    if (PyObject_GetBuffer(arg, &frames, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    PyObject *result = NULL, *offsets = NULL, *records = NULL;
-    size_t *starts = NULL, *lengths = NULL;
-    if (pos < 0 || pos > end || end > buffer.len) {
-        PyErr_Format(PyExc_ValueError,
-                     "scan_frames: pos %zd and end %zd must satisfy 0 <= pos <= end <= %zd, "
-                     "the buffer's length", pos, end, buffer.len);
-        goto done;
-    }
-    if (max_records < 0 || base < 0) {
-        PyErr_Format(PyExc_ValueError,
-                     "scan_frames: max_records (%zd) and base (%zd) must be >= 0",
-                     max_records, base);
-        goto done;
-    }
-    /* Every offset returned is base + an index below end: all of them fit when this does. */
-    if (base > PY_SSIZE_T_MAX - end) {
-        PyErr_Format(PyExc_ValueError,
-                     "scan_frames: base (%zd) + end (%zd) passes 2**63 - 1, the largest offset",
-                     base, end);
-        goto done;
-    }
+    PyObject *result = NULL;
+    size_t cap = (size_t)frames.len / QP_FRAME_BYTES + 1;  /* (bounded by the buffer) */
+    size_t *starts = PyMem_Malloc(cap * sizeof(size_t));
+    size_t *lengths = PyMem_Malloc(cap * sizeof(size_t));
     size_t n = 0, stop = 0;
-    qp_frames_status status;
-    if (scan_unlocked(&buffer, pos, end, max_records, &starts, &lengths, &n, &stop,
-                      &status) < 0) {
+    if (starts == NULL || lengths == NULL) {
+        PyErr_NoMemory();
         goto done;
     }
-    const uint8_t *scanned = (const uint8_t *)buffer.buf + pos;
-    if (take_records(scanned, base + pos, n, starts, lengths, &offsets, &records) < 0) {
+    if (qp_frames_walk(frames.buf, (size_t)frames.len, cap, starts, lengths, &n, &stop)
+            != QP_FRAMES_OK || stop != (size_t)frames.len) {
+        PyErr_Format(PyExc_ValueError, "cut_frames: the buffer holds no whole frame at %zu of "
+                     "its %zd bytes", stop, frames.len);
         goto done;
     }
-    result = Py_BuildValue("NNni", offsets, records, pos + (Py_ssize_t)stop, (int)status);
+    result = records_of(frames.buf, n, starts, lengths);
 done:
     PyMem_Free(starts);
     PyMem_Free(lengths);
-    PyBuffer_Release(&buffer);
+    PyBuffer_Release(&frames);
     return result;
 }
 
@@ -448,6 +545,8 @@ static PyMethodDef core_methods[] = {
     {"masked_crc32c", py_masked_crc32c, METH_O, masked_crc32c_doc},
     {"frame", py_frame, METH_O, frame_doc},
     {"scan_frames", py_scan_frames, METH_VARARGS, scan_frames_doc},
+    {"scan_region", py_scan_region, METH_VARARGS, scan_region_doc},
+    {"cut_frames", py_cut_frames, METH_O, cut_frames_doc},
     {"unframe", py_unframe, METH_VARARGS, unframe_doc},
     {"format_keys", py_format_keys, METH_VARARGS, format_keys_doc},
     {NULL, NULL, 0, NULL}};

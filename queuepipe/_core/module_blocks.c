@@ -164,6 +164,17 @@ new_block(uint8_t *data, size_t len, size_t cap)
 }
 
 PyObject *
+qp_blocks_new(size_t size, uint8_t **data)
+{
+    size_t cap;
+    *data = pool_take(size, &cap);
+    if (*data == NULL) {
+        return PyErr_NoMemory();
+    }
+    return new_block(*data, size, cap);
+}
+
+PyObject *
 qp_blocks_of_scratch(qp_scratch *s)
 {
     PyObject *block = new_block(s->data, s->len, s->cap);
@@ -204,13 +215,8 @@ blocks(PyObject *self, PyObject *sizes)
             Py_DECREF(result);
             return NULL;
         }
-        size_t cap;
-        uint8_t *data = pool_take((size_t)size, &cap);
-        if (data == NULL) {
-            Py_DECREF(result);
-            return PyErr_NoMemory();
-        }
-        PyObject *block = new_block(data, (size_t)size, cap);
+        uint8_t *data;
+        PyObject *block = qp_blocks_new((size_t)size, &data);
         if (block == NULL) {
             Py_DECREF(result);
             return NULL;

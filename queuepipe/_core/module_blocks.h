@@ -15,6 +15,10 @@ void qp_blocks_seed(qp_scratch *s);
 /* Keeps the scratch's buffer for a later take (or frees it) and leaves it empty. */
 void qp_blocks_keep(qp_scratch *s);
 
+/* A Block of size bytes, their contents undefined (a kept buffer where one of about the size
+ * is kept), and in *data where they lie; NULL with MemoryError raised. */
+PyObject *qp_blocks_new(size_t size, uint8_t **data);
+
 /* The scratch's bytes as a Block, which takes over its buffer (the scratch is left empty,
  * also on failure); NULL with an exception set when the Block cannot be made. */
 PyObject *qp_blocks_of_scratch(qp_scratch *s);
