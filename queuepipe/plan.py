@@ -47,6 +47,7 @@ from queuepipe.errors import (CancelledError, DataLossError, InvalidArgumentErro
 from queuepipe.permutation import Permutation
 from queuepipe.readers import ReaderBase, TFRecordReader, _format_keys, _object_array
 from queuepipe.records import unframed
+from queuepipe._chunk_maps import ChunkMaps, MappedChunk
 from queuepipe._core import core
 from queuepipe._frames import unframe_many
 from queuepipe._open_files import OpenFiles, descriptor_budget
@@ -186,6 +187,13 @@ class ReadPlan:
         self._start = 0
         self._permutation: Optional[Tuple[int, Permutation]] = None
         self._open_files = OpenFiles(self._files, descriptor_budget())
+        # Where the chunks of each file read whole lie, for later epochs to read them by
+        # offset after the lock ("files" order; see queuepipe/_chunk_maps.py).
+        reader = self._reader
+        self._maps = ChunkMaps(self._files, self._open_files, enabled=(
+            type(reader) is TFRecordReader and not reader._compression
+            and reader._corrupt_records == "raise"
+            and not any(is_remote(path) for path in self._files)))
         # The open tickets (read, not all delivered), oldest first, as (base, where); and
         # for every ordinal from _low on, whether its record is not delivered yet. Their own
         # lock: the consumer marks deliveries while a thread reads under _lock.
@@ -276,8 +284,9 @@ class ReadPlan:
                 ticket, base = self._register(where, where[-1])
         if self._order != "global":  # (the records made outside the lock: see _take_from_files)
             count = where[-1]
-            return Chunk(ticket, np.arange(base, base + count), _object_array(unframed(pieces)),
-                         where)
+            records = self._maps.read(pieces) if isinstance(pieces, MappedChunk) \
+                else unframed(pieces)
+            return Chunk(ticket, np.arange(base, base + count), _object_array(records), where)
         values, _, kept = self._read_global(where, keyed=False)
         if len(kept) < where[-1]:  # damaged records skipped: nobody will deliver them
             self.delivered(base + np.setdiff1d(np.arange(where[-1]), kept))
@@ -311,12 +320,13 @@ class ReadPlan:
                                        dtype=bool)
         return ticket, base
 
-    def _take_from_files(self) -> Tuple[int, int, List[Any], List[int]]:
-        """The next chunk of the ``"files"`` order, read and checked, as its ticket, its first
-        ordinal, its records as pieces for :func:`~queuepipe.records.unframed` (a copy of
-        their frames, with the compiled core) and its where. Lock held: the records are
-        made after it, as they cost a third of the read (a bytes object each) and the other
-        enqueue threads wait for the lock meanwhile."""
+    def _take_from_files(self) -> Tuple[int, int, Any, List[int]]:
+        """The next chunk of the ``"files"`` order as its ticket, its first ordinal, its
+        records and its where. Lock held: the other enqueue threads wait for it meanwhile,
+        so the records are made after it: read and checked here, as pieces for
+        :func:`~queuepipe.records.unframed` (a copy of their frames, with the compiled
+        core: a bytes object a record cost a third of the read), or, in a file that an
+        earlier pass read whole, a :class:`~queuepipe._chunk_maps.MappedChunk` to read."""
         while True:
             if self._ended():
                 raise OutOfRangeError("the plan's epochs are all read")
@@ -329,14 +339,27 @@ class ReadPlan:
                 continue
             file = int(order[self._slot])
             if not self._opened:
+                mapped = self._maps.next_chunk(file, self._position, self._skip)
+                if mapped is not None:
+                    where = [file, mapped.start, 0, mapped.records]
+                    ticket, base = self._register(where, mapped.records)
+                    self._position, self._skip = mapped.start, mapped.records
+                    if self._maps.is_last(mapped):
+                        self._slot, self._position, self._skip = self._slot + 1, 0, 0
+                    return ticket, base, mapped, where
                 self._open(file)
             positions, pieces, finished = self._read_records()
-            taken = None
+            taken: Optional[Tuple[int, int, Any, List[int]]] = None
             if len(positions):
                 where = [file, int(positions[0]), 0, len(positions)]
                 taken = (*self._register(where, len(positions)), pieces, where)
                 self._position, self._skip = int(positions[0]), len(positions)
+                if self._maps.recording:
+                    self._maps.read_chunk(int(positions[0]), self._reader._records_end(),
+                                          len(positions))
             if finished:
+                if self._maps.recording:
+                    self._maps.end(file, self._reader._records_end())
                 self._reader._stop()
                 self._opened = False
                 self._slot, self._position, self._skip = self._slot + 1, 0, 0
@@ -348,6 +371,7 @@ class ReadPlan:
         self._carry = _open_at(self._reader, self._files[file], self._position, self._skip,
                                self._chunk_size)
         self._opened = True
+        self._maps.begin(file, self._position, self._skip)
 
     def _read_records(self) -> Tuple[List[int], List[Any], bool]:
         """The next records of the open file: positions and values (records, or pieces of

@@ -134,6 +134,11 @@ class ReaderBase:
         """Closes the current file. Called with the lock held."""
         raise NotImplementedError
 
+    def _records_end(self) -> int:
+        """Where the records read so far end in the current file: a TFRecordReader's, which
+        the chunk maps of ``read_batch_features``' plan ask (``queuepipe/_chunk_maps.py``)."""
+        raise NotImplementedError
+
     def _reset(self) -> None:
         """Zeroes a subclass's own counters. Called with the lock held, after :meth:`_stop`."""
 
@@ -390,6 +395,9 @@ class TFRecordReader(ReaderBase):
         finally:
             self._skipped = self._skipped_before + scanner.skipped
         return positions, values, scanner.finished
+
+    def _records_end(self) -> int:
+        return _current(self._scanner).offset
 
     def _seek(self, position: int) -> bool:
         scanner = _current(self._scanner)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import queuepipe as qp
 from queuepipe import plan as plan_module
+from queuepipe._core import core
 from queuepipe.plan import ReadPlan
 from queuepipe.shards import write_shards
 
@@ -164,3 +165,64 @@ def test_marking_deliveries_past_the_marks_names_the_place_and_marks_nothing(mar
     assert left.tolist() == [True] * 4 and due[0] == 1  # (the flag is set first)
     mark(left, np.array([9, 13], dtype=np.int64), 10, plan_module._NO_TICKET, due)
     assert left.tolist() == [True, True, True, False]
+
+
+# -- the chunk maps: later epochs read their chunks by offset (queuepipe/_chunk_maps.py) ------
+
+
+def _chunks(plan):
+    return [(c.ticket, c.ordinals.tolist(), c.values.tolist(), c.where) for c in taken(plan)]
+
+
+@pytest.mark.parametrize("order", ["sorted", "files"])
+def test_mapped_epochs_give_the_chunks_of_epochs_read_in_order(shards, order):
+    files = sorted(os.fsdecode(path) for path in shards)
+    mapped = ReadPlan(files, qp.TFRecordReader, 16, 3, order, 7, True)
+    in_order = ReadPlan(files, qp.TFRecordReader, 16, 3, order, 7, True)
+    in_order._maps._enabled = False
+    starts = []
+    mapped._reader._start = lambda filename, start=mapped._reader._start: (
+        starts.append(filename), start(filename))[1]
+    assert _chunks(mapped) == _chunks(in_order)
+    # with the core, the files are opened in epoch 0 alone; on the pure path, every epoch
+    assert len(starts) == (1 if core is not None else 3) * len(files)
+
+
+def test_a_file_grown_since_its_first_pass_is_read_in_order_again(shards, tmp_path):
+    path = str(tmp_path / "growing.tfrecord")
+    with qp.io.TFRecordWriter(path) as writer:
+        for i in range(20):
+            writer.write(b"r%d" % i)
+    plan = ReadPlan([path], qp.TFRecordReader, 8, None, "sorted", 0, False)
+    first = [plan.take() for _ in range(3)]  # 8, 8, 4: the pass is mapped
+    with open(path, "ab") as f, qp.io.TFRecordWriter(str(tmp_path / "more")) as more:
+        more.write(b"r20")
+        more.flush()
+        f.write(open(str(tmp_path / "more"), "rb").read())
+    second = [plan.take() for _ in range(3)]
+    plan.close()
+    assert [len(c.values) for c in first] == [8, 8, 4]
+    assert [c.values.tolist() for c in second] == [
+        [b"r%d" % i for i in range(0, 8)], [b"r%d" % i for i in range(8, 16)],
+        [b"r%d" % i for i in range(16, 21)]]
+
+
+def test_a_file_changed_in_place_since_its_first_pass_is_damage_naming_it(tmp_path):
+    path = str(tmp_path / "changed.tfrecord")
+    with qp.io.TFRecordWriter(path) as writer:
+        for i in range(20):
+            writer.write(b"record %02d" % i)
+    plan = ReadPlan([path], qp.TFRecordReader, 8, None, "sorted", 0, False)
+    for _ in range(3):
+        plan.take()
+    data = bytearray(open(path, "rb").read())
+    data[12 + 3] ^= 1  # the first record's data, the file's size the same
+    open(path, "wb").write(bytes(data))
+    # (the pure path reads every epoch in order, and its scanner finds the damage)
+    message = rf"^corrupted record at 0: file '{path}' changed since an earlier epoch read " \
+        rf"it \(its 8 records from offset 0 to 200 are not there as they were\)$" \
+        if core is not None else r"^corrupted record at 12: data checksum mismatch"
+    with pytest.raises(qp.errors.DataLossError, match=message) as caught:
+        plan.take()
+    plan.close()
+    assert (caught.value.path, caught.value.offset) == (path, 0 if core is not None else 12)
