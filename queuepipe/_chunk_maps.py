@@ -32,6 +32,12 @@ from queuepipe.errors import DataLossError
 
 __all__ = ["ChunkMaps", "MappedChunk"]
 
+# A file with a chunk of more bytes than this is read in order every epoch: a chunk read by
+# offset lands in a buffer of its size (read in order, through the reader's 1 MiB one), and
+# buffers this big are not kept for the next chunk but come in fresh pages each time (100
+# KiB records, 512 a chunk: 50 MB). read_batch_features' default chunks hold about 8 MiB.
+_MOST_MAPPED_BYTES = 16 << 20
+
 
 class MappedChunk(NamedTuple):
     """A chunk to read by its offsets: file ``file``'s ``records`` frames from ``start`` to
@@ -81,7 +87,10 @@ class ChunkMaps:
         return self._pass is not None
 
     def read_chunk(self, start: int, end: int, count: int) -> None:
-        """The pass read ``count`` records whose frames lie from ``start`` to ``end``."""
+        """The pass read ``count`` records whose frames lie from ``start`` to ``end`` (a
+        chunk past ``_MOST_MAPPED_BYTES`` leaves its file unmapped)."""
+        if end - start > _MOST_MAPPED_BYTES:
+            self._pass = None
         if self._pass is not None:
             self._pass.starts.append(start)
             self._pass.ends.append(end)
@@ -132,9 +141,11 @@ class ChunkMaps:
             changed in place since), naming the file and the offset.
         """
         path = self._paths[chunk.file]
+        # (into one of the core's Blocks: a buffer an earlier chunk freed, not fresh pages)
+        (data,) = cast(Any, core).blocks([chunk.end - chunk.start])
         with self._open_files.using(chunk.file) as fd:
-            data = os.pread(fd, chunk.end - chunk.start, chunk.start)
-        _, records, stop, _ = cast(Any, core).scan_frames(data, 0, len(data), chunk.records,
+            got = os.preadv(fd, [data], chunk.start)
+        _, records, stop, _ = cast(Any, core).scan_frames(data, 0, got, chunk.records,
                                                        chunk.start)
         if len(records) != chunk.records or stop != chunk.end - chunk.start:
             raise DataLossError(

@@ -467,14 +467,15 @@ class RecordScanner:
 
         With the compiled core, one C call does all of it, without the GIL, and stops at the
         same record; ``framed``, it appends the records' frames as one piece, a copy of them
-        all, for :func:`unframed` to cut into records later (see :meth:`next_framed`).
+        all, for :func:`unframed` to cut into records later (see :meth:`next_framed`), but
+        for records of 16 KiB or more on average, which it appends as they are.
         """
         scan = _scan_region if framed else _scan_frames
         if scan is not None:
             b = self._in
             taken_offsets, taken, b.pos, _ = scan(b.buf, b.pos, b.end, n - len(offsets), b.base)
             offsets.extend(taken_offsets)
-            if not framed:
+            if type(taken) is list:  # (records: scan_frames', or scan_region's of long ones)
                 values.extend(taken)
             elif taken_offsets:
                 values.append(taken)

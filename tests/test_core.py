@@ -146,6 +146,18 @@ def test_a_region_holds_the_frames_a_scan_takes_and_cuts_into_their_records(core
         assert bytes(region) == buffer[4:stop] and core.cut_frames(region) == records
 
 
+def test_a_region_of_long_records_is_given_as_its_records(core):
+    # (16 KiB or more on average: a copy of them would cost more than their bytes objects)
+    long = [bytes([i]) * (16384 - 16 + i) for i in range(3)]
+    buffer = b"".join(_frames._frame(record) for record in long)
+    offsets, records, stop, status = core.scan_region(buffer, 0, len(buffer), 3, 0)
+    assert records == long and (stop, status) == (len(buffer), OK)
+    assert offsets == core.scan_frames(buffer, 0, len(buffer), 3, 0)[0]
+    offsets, region, stop, status = core.scan_region(buffer + _frames._frame(b""), 0,
+                                                     len(buffer) + 16, 4, 0)
+    assert core.cut_frames(region) == long + [b""]  # (just below 16 KiB a frame: a region)
+
+
 @pytest.mark.parametrize("frames", [
     _frames._frame(b"abc") + b"\0",  # a header cut short after a whole frame
     _frames._frame(b"abc")[:-1],  # a frame one byte short

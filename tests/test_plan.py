@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queuepipe as qp
-from queuepipe import plan as plan_module
+from queuepipe import _chunk_maps, plan as plan_module
 from queuepipe._core import core
 from queuepipe.plan import ReadPlan
 from queuepipe.shards import write_shards
@@ -226,3 +226,16 @@ def test_a_file_changed_in_place_since_its_first_pass_is_damage_naming_it(tmp_pa
         plan.take()
     plan.close()
     assert (caught.value.path, caught.value.offset) == (path, 0 if core is not None else 12)
+
+
+def test_a_file_of_chunks_too_long_to_map_is_read_in_order_every_epoch(shards, monkeypatch):
+    monkeypatch.setattr(_chunk_maps, "_MOST_MAPPED_BYTES", 100)  # (16 records: 800-1,900 B)
+    files = sorted(os.fsdecode(path) for path in shards)
+    plan = ReadPlan(files, qp.TFRecordReader, 16, 2, "sorted", 7, True)
+    starts = []
+    plan._reader._start = lambda filename, start=plan._reader._start: (
+        starts.append(filename), start(filename))[1]
+    in_order = ReadPlan(files, qp.TFRecordReader, 16, 2, "sorted", 7, True)
+    in_order._maps._enabled = False
+    assert _chunks(plan) == _chunks(in_order)
+    assert starts == files * 2

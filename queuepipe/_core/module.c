@@ -235,6 +235,12 @@ check_scan_arguments(const char *function, const Py_buffer *buffer, Py_ssize_t p
     return 0;
 }
 
+/* Frames of this many bytes or more on average are not copied into a region: scan_region
+ * gives their records, as scan_frames does. A bytes object costs them little beside their
+ * bytes, and a second copy of a chunk of them (100 KiB records: 50 MB a chunk) came in fresh
+ * pages, too big to keep. */
+#define QP_REGION_LONGEST_FRAME 16384
+
 /* The frames of buffer[pos:end] as scan_frames (region 0) or scan_region (region 1) gives
  * them; the arguments are parsed from args by either. */
 static PyObject *
@@ -258,7 +264,7 @@ scan(PyObject *args, const char *format, const char *function, int region)
     if ((offsets = offsets_of(base + pos, n, starts)) == NULL) {
         goto done;
     }
-    if (!region) {
+    if (!region || stop / (n ? n : 1) >= QP_REGION_LONGEST_FRAME) {
         taken = records_of(scanned, n, starts, lengths);
     }
     else {
@@ -306,8 +312,9 @@ PyDoc_STRVAR(scan_region_doc,
 "scan_region(buffer, pos, end, max_records, base, /)\n--\n\n"
 "scan_frames, but the frames taken are returned as one copy of buffer[pos:stop] (a Block)\n"
 "in place of their records, for cut_frames to cut: a caller that must scan in order, under\n"
-"a lock, makes the records after it.\n\n"
-"Returns (offsets, frames, stop, status), as scan_frames.");
+"a lock, makes the records after it. Frames of 16 KiB or more on average are not copied:\n"
+"their records (a list of bytes) are returned, as scan_frames returns them.\n\n"
+"Returns (offsets, frames or records, stop, status), as scan_frames.");
 
 static PyObject *
 py_scan_region(PyObject *self, PyObject *args)
