@@ -35,8 +35,10 @@ each step: the plan's chunk read (under the plan's lock), the parse (of the batc
 before it), ``enqueue_many`` without that parse (under the queue's lock, with the draws) and
 the consumer's dequeue: what a second thread can run beside the first, and what it cannot;
 then the consumer's thread CPU per record in all (the training loop's thread: its dequeues,
-and the batches it parses itself), and the share of the wall time each enqueue thread was on
-a core (its CPU time over the wall time): what is left of it waited, for room or the GIL.
+and the batches it parses itself), the share of the wall time each enqueue thread was on
+a core (its CPU time over the wall time): what is left of it waited, for room or the GIL;
+and the read plan's lock: how long it was held a chunk (the median hold's wall time), its
+holds over the wall time (what no second thread can share), and the threads' waits for it.
 
 ``--pipeline --apart`` runs each of ``--threads`` as that many separate ``qp_bulk``
 pipelines of one enqueue thread, each read by a thread of its own: they share no lock but
@@ -193,7 +195,7 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
     for _ in range(args.repeat):
         for threads in args.threads:  # interleaved: a slow spell of the host hits every count
             walked = walk_seconds[0]
-            with _timed_steps() as steps, _runner_cpu() as runners:
+            with _timed_steps() as steps, _runner_cpu() as runners, _plan_lock() as lock:
                 start, wall = time.process_time(), time.perf_counter()
                 consumer = time.thread_time()
                 records = sum(len(batch["label"]) for batch in
@@ -203,6 +205,9 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
                 steps["(consumer thread)"] = consumer
                 steps["(enqueue threads, busy)"] = sum(runners) / len(runners) / wall \
                     if runners else 0.0
+                holds = sorted(lock["holds"]) or [0.0]
+                steps["(plan lock)"] = (holds[len(holds) // 2], sum(holds) / wall,
+                                        lock["waited"])
                 rounds[threads].append((wall, time.process_time() - start,
                                         walk_seconds[0] - walked, records, dict(steps)))
     for threads, measured in rounds.items():
@@ -219,7 +224,10 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
               + (f" (the walk {walk / records * 1e6:.2f} us)" if walk_seconds[1] else "")
               + f"; the consumer's thread in all {steps['(consumer thread)'] / records * 1e6:.2f}"
               f" us; each enqueue thread busy (its CPU) "
-              f"{steps['(enqueue threads, busy)']:.0%} of the wall time")
+              f"{steps['(enqueue threads, busy)']:.0%} of the wall time; the plan's lock held "
+              f"{steps['(plan lock)'][0] * 1e6:.0f} us a chunk (median), "
+              f"{steps['(plan lock)'][1]:.0%} of the wall time, waited for "
+              f"{steps['(plan lock)'][2] * 1e3:.0f} ms in all")
     return 0
 
 
@@ -414,6 +422,45 @@ def _timed_steps():
     finally:
         for owner, name, original in originals:
             setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def _plan_lock():
+    """Yields a dict: how long the read plans made within the block held their lock (the
+    wall time of each hold, a list) and how long threads waited for it (seconds in all);
+    ``ReadPlan.__init__`` is put back after it."""
+    import threading
+
+    from queuepipe import plan
+
+    timed = {"holds": [], "waited": 0.0}
+    original = plan.ReadPlan.__dict__["__init__"]
+
+    class TimedLock:
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+            self._since = 0.0
+
+        def __enter__(self):
+            start = time.perf_counter()
+            self._lock.acquire()
+            self._since = time.perf_counter()
+            timed["waited"] += self._since - start
+            return self
+
+        def __exit__(self, *exc) -> None:
+            timed["holds"].append(time.perf_counter() - self._since)
+            self._lock.release()
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self._lock = TimedLock()
+
+    plan.ReadPlan.__init__ = init
+    try:
+        yield timed
+    finally:
+        plan.ReadPlan.__init__ = original
 
 
 @contextlib.contextmanager

@@ -633,9 +633,10 @@ def read_batch_features(file_pattern: Any, batch_size: int, features: Mapping[st
       num_epochs: read every file this many times, then end; None reads forever.
       queue_capacity: the queue's capacity; while it is open, a dequeue leaves half of it
         behind to draw from (the shuffle buffer).
-      reader_num_threads: kept for TF's signature: the plan reads one chunk at a time
-        (reading is the cheap part; ``num_enqueue_threads`` parse in parallel, and with
-        ``shuffle="global"`` read in parallel too).
+      reader_num_threads: kept for TF's signature: the plan reads a file's first pass one
+        chunk at a time (``num_enqueue_threads`` parse in parallel; they read in parallel
+        too in later epochs, by the offsets of the chunks that pass noted, and with
+        ``shuffle="global"``).
       num_enqueue_threads: threads that read, parse and enqueue. None (the default): the
         cores this process may use (``os.sched_getaffinity``) less the consumer's, at least
         1, when the compiled core parses (its walk runs without the GIL); 1 on the

@@ -316,7 +316,7 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     core = _core.core
     steps = [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
              QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to,
-             QueueRunner._run]
+             QueueRunner._run, plan.ReadPlan.__init__]
     assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--pipeline",
                                       "--threads", "1", "2", "--repeat", "2",
                                       "--read-batch-size", "256"]) == 0
@@ -324,7 +324,7 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
     assert sys.modules["bench"].BULK_CHUNK is None  # (and bench.py's chunk put back)
     assert [plan.ReadPlan.take, features._Planned.parse, features._Planned._element,
             QueueBase.enqueue_many, QueueBase.dequeue_many, QueueBase.dequeue_up_to,
-            QueueRunner._run] == steps
+            QueueRunner._run, plan.ReadPlan.__init__] == steps
     out = capsys.readouterr().out
     on = _walkers.core_available()
     share = r", \d+% of it in the core's walk_examples" if on else ""
@@ -336,9 +336,11 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
                          r"round: chunk read [\d.]+ us, parse [\d.]+ us, enqueue_many [\d.]+ "
                          rf"us, consumer's dequeue [\d.]+ us{walk}; the consumer's thread in "
                          r"all [\d.]+ us; each enqueue thread busy \(its CPU\) \d+% of the wall "
-                         r"time$", out, re.M), out
+                         r"time; the plan's lock held \d+ us a chunk \(median\), \d+% of the "
+                         r"wall time, waited for \d+ ms in all$", out, re.M), out
     assert not re.search(r"chunk read 0\.00 us, parse 0\.00", out), out  # (steps timed)
     assert not re.search(r"busy \(its CPU\) 0% ", out), out  # (the runners' threads timed)
+    assert not re.search(r"lock held 0 us", out), out  # (the plan's lock timed)
 
 
 def test_the_stage_benchmark_runs_pipelines_apart(workload, capsys):
