@@ -70,6 +70,11 @@ _least = np.minimum.reduce  # (the ufunc itself: ndarray.min's Python wrapper co
 # What delivered passes as the limit when no ticket is open: below every place.
 _NO_TICKET = -(1 << 63)
 
+# The plans made and not closed yet: when the last one closes, the buffers the core keeps
+# for the chunks to come (queuepipe/_core/module_blocks.c, up to 32 MiB) are freed.
+_open_plans = [0]
+_open_plans_lock = threading.Lock()
+
 
 def _pure_mark_delivered(left: np.ndarray, ordinals: np.ndarray, low: int, limit: int,
                          due: bytearray) -> None:
@@ -206,6 +211,8 @@ class ReadPlan:
         self._forget_due = bytearray(1)
         if order == "global":
             self._offsets, self._lengths, self._first = self._load_indexes()
+        with _open_plans_lock:
+            _open_plans[0] += 1
 
     @property
     def chunk_size(self) -> int:
@@ -726,12 +733,17 @@ class ReadPlan:
         """Closes the files the plan has open (a read under way first ends); :meth:`take`
         then raises ``CancelledError``. Idempotent."""
         with self._lock:
-            self._closed = True
+            closing, self._closed = not self._closed, True
             if self._opened:
                 self._reader._stop()
                 self._opened = False
             self._reader._input_ended()
         self._open_files.close()
+        if closing:
+            with _open_plans_lock:
+                _open_plans[0] -= 1
+                if not _open_plans[0] and core is not None:
+                    core.blocks_release()
 
 
 class _OneFile:

@@ -541,3 +541,13 @@ def test_a_kept_buffer_left_dirty_changes_no_value_of_a_walk(core):
     numbers = np.frombuffer(values, dtype=np.int64)
     assert (counts == 9).all() and len(numbers) == 9 * n
     assert (numbers.reshape(n, 9) == np.arange(1, 10)).all()
+
+
+def test_releasing_the_kept_buffers_frees_them_all(core):
+    del_me = core.blocks([1 << 20] * 4)
+    del del_me
+    assert core.blocks_kept()[0] >= 4
+    core.blocks_release()
+    assert core.blocks_kept() == (0, 0)
+    block = core.blocks([1 << 20])[0]  # (and blocks are made as before)
+    assert memoryview(block).nbytes == 1 << 20

@@ -239,3 +239,20 @@ def test_a_file_of_chunks_too_long_to_map_is_read_in_order_every_epoch(shards, m
     in_order._maps._enabled = False
     assert _chunks(plan) == _chunks(in_order)
     assert starts == files * 2
+
+
+@pytest.mark.skipif(core is None, reason="the kept buffers are the compiled core's")
+def test_the_last_plan_closed_frees_the_buffers_kept_for_chunks_to_come(shards, monkeypatch):
+    monkeypatch.setattr(plan_module, "_open_plans", [0])  # (plans other tests left open)
+    files = sorted(os.fsdecode(path) for path in shards)
+    first = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
+    second = ReadPlan(files, qp.TFRecordReader, 16, 1, "sorted", 7, True)
+    blocks = core.blocks([1 << 20] * 3)
+    del blocks
+    kept = core.blocks_kept()
+    assert kept[0] >= 3
+    first.close()
+    first.close()  # (a second close counts once)
+    assert core.blocks_kept() == kept  # another plan is open: its chunks may come
+    second.close()
+    assert core.blocks_kept() == (0, 0)

@@ -16,7 +16,8 @@
  *          +-------------------------------------------------------------------------+
  *
  * The kept buffers are guarded by the GIL: every take and give runs holding it (a Block's
- * dealloc, blocks(), and walk_examples before and after its walk). */
+ * dealloc, blocks(), and walk_examples before and after its walk). They are freed when the
+ * last of read_batch_features' read plans closes (blocks_release()). */
 #include "module_blocks.h"
 
 #include <stdlib.h>
@@ -238,9 +239,27 @@ blocks_kept(PyObject *self, PyObject *unused)
     return Py_BuildValue("(nn)", (Py_ssize_t)n_kept, (Py_ssize_t)kept_bytes);
 }
 
+PyDoc_STRVAR(blocks_release_doc,
+"blocks_release()\n\n"
+"Frees the buffers kept for later Blocks (read_batch_features' plans call it when the last\n"
+"of them closes: memory kept for chunks to come is not kept once none come).");
+
+static PyObject *
+blocks_release(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    while (n_kept > 0) {
+        size_t cap;
+        free(take_kept(n_kept - 1, &cap));
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef blocks_methods[] = {
     {"blocks", blocks, METH_O, blocks_doc},
     {"blocks_kept", blocks_kept, METH_NOARGS, blocks_kept_doc},
+    {"blocks_release", blocks_release, METH_NOARGS, blocks_release_doc},
     {NULL, NULL, 0, NULL},
 };
 

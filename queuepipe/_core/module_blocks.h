@@ -23,8 +23,8 @@ PyObject *qp_blocks_new(size_t size, uint8_t **data);
  * also on failure); NULL with an exception set when the Block cannot be made. */
 PyObject *qp_blocks_of_scratch(qp_scratch *s);
 
-/* Readies the Block type and adds blocks() and blocks_kept() to the module; 0 on success,
- * -1 with an exception set. */
+/* Readies the Block type and adds blocks(), blocks_kept() and blocks_release() to the
+ * module; 0 on success, -1 with an exception set. */
 int qp_blocks_add_functions(PyObject *module);
 
 #endif
