@@ -6,6 +6,7 @@ usage::
     python benchmarks/bench_stages.py --data ~/.cache/queuepipe/bench-data --workload tokens --pipeline --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --pipeline --threads 1 2 \
         --read-batch-size 2048
+    python benchmarks/bench_stages.py --workload tokens --pipeline --threads 1 2 --epochs 20
     python benchmarks/bench_stages.py --workload tokens --pipeline --apart --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --pipeline --processes --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --bare [--apart] --threads 1 2
@@ -24,9 +25,9 @@ call also makes the string values' bytes objects, with the GIL); ``QUEUEPIPE_PUR
 the pure path.
 
 ``--pipeline`` measures ``bench.py``'s ``qp_bulk`` instead (``read_batch_features``, every
-shard, 2 epochs) with each of ``--threads`` enqueue threads (default 1), ``--repeat`` rounds
-interleaved (``--read-batch-size``: records per chunk, by default read_batch_features' own,
-as in ``bench.py``):
+shard, 2 epochs or ``--epochs``) with each of ``--threads`` enqueue threads (default 1),
+``--repeat`` rounds interleaved (``--read-batch-size``: records per chunk, by default
+read_batch_features' own, as in ``bench.py``):
 its records per second (the best round), its CPU per record (the least), the
 share of that CPU spent in the core's ``walk_examples`` calls (``walk_examples`` time is
 thread CPU time, added up over the threads), and the fastest round's thread CPU per record of
@@ -125,6 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1],
                     help="with --pipeline: the enqueue thread counts to measure, each "
                          "--repeat times, interleaved")
+    ap.add_argument("--epochs", type=int, default=2,
+                    help="with --pipeline (not --apart, --processes): epochs of every shard; "
+                         "a file's first pass reads under the plan's lock, the later ones "
+                         "by the offsets it noted")
     ap.add_argument("--apart", action="store_true",
                     help="with --pipeline: run each thread count as that many separate "
                          "pipelines instead, each of one enqueue thread and read by a consumer "
@@ -199,7 +204,8 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
                 start, wall = time.process_time(), time.perf_counter()
                 consumer = time.thread_time()
                 records = sum(len(batch["label"]) for batch in
-                              bench.pipeline_bulk(qp, files, 2, threads, args.workload, None))
+                              bench.pipeline_bulk(qp, files, args.epochs, threads,
+                                                  args.workload, None))
                 consumer = time.thread_time() - consumer
                 wall = time.perf_counter() - wall
                 steps["(consumer thread)"] = consumer
