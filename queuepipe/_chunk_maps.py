@@ -17,8 +17,10 @@ offsets under the lock and read it after, each thread its own::
 Only files read whole with every check and nothing skipped are mapped: an uncompressed
 local file, a plain ``TFRecordReader`` (``corrupt_records="raise"``) and the compiled core.
 A file whose size changed since is read in order again (a file still growing gives its new
-records, as it would without the map); one whose chunks no longer hold what they held is
-damaged, a ``DataLossError`` naming it.
+records, as it would without the map). A chunk that no longer holds what it held is read
+again in order by a scanner of its own, whose ``DataLossError`` (the message and offset a
+pass in order gives) is raised; where its frames are whole but others, a ``DataLossError``
+says the file changed.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, cast
 from queuepipe._core import core
 from queuepipe._open_files import OpenFiles
 from queuepipe.errors import DataLossError
+from queuepipe.records import RecordScanner
 
 __all__ = ["ChunkMaps", "MappedChunk"]
 
@@ -70,7 +73,7 @@ class ChunkMaps:
     def __init__(self, paths: List[str], open_files: OpenFiles, enabled: bool) -> None:
         self._paths = paths
         self._open_files = open_files
-        self._enabled = enabled and core is not None
+        self._enabled = enabled and core is not None and hasattr(os, "preadv")
         self._maps: Dict[int, _Map] = {}
         self._pass: Optional[_Map] = None  # the map of the pass under way (size unused)
 
@@ -138,7 +141,8 @@ class ChunkMaps:
 
         Raises:
           DataLossError: its frames are not what the first pass found (the file was
-            changed in place since), naming the file and the offset.
+            changed in place since): damage, as a pass in order names it, or else the
+            change, naming the file and the offset.
         """
         path = self._paths[chunk.file]
         # (into one of the core's Blocks: a buffer an earlier chunk freed, not fresh pages)
@@ -148,9 +152,26 @@ class ChunkMaps:
         _, records, stop, _ = cast(Any, core).scan_frames(data, 0, got, chunk.records,
                                                        chunk.start)
         if len(records) != chunk.records or stop != chunk.end - chunk.start:
+            _raise_damage(path, chunk)
             raise DataLossError(
                 f"corrupted record at {chunk.start + stop}: file '{path}' changed since an "
                 f"earlier epoch read it (its {chunk.records} records from offset {chunk.start} "
                 f"to {chunk.end} are not there as they were)",
                 path=path, offset=chunk.start + stop)
         return records
+
+
+def _raise_damage(path: str, chunk: MappedChunk) -> None:
+    """Reads ``chunk`` again in order, as a pass without the map would, and raises the
+    ``DataLossError`` its scanner raises (the same message and offset); returns where it
+    finds whole frames, though not those the map expects."""
+    scanner = RecordScanner(path, offset=chunk.start)
+    try:
+        left = chunk.records
+        while left:  # (records before damage come first; the next call raises it)
+            offsets, _ = scanner.next_columns(left)
+            if not offsets:
+                return
+            left -= len(offsets)
+    finally:
+        scanner.close()
