@@ -250,6 +250,16 @@ def _print_rounds(rounds, args, what) -> int:
     return 0
 
 
+def _timed_threads(threads) -> tuple:
+    """Starts ``threads`` and waits for them all: ``(wall seconds, process CPU seconds)``."""
+    start, wall = time.process_time(), time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - wall, time.process_time() - start
+
+
 def _apart(qp, folder, args) -> int:
     """``--pipeline --apart``: ``n`` separate ``qp_bulk`` pipelines at once (``n`` each of
     ``--threads``), each of one enqueue thread, 2 epochs, and a consumer thread of its own;
@@ -269,13 +279,7 @@ def _apart(qp, folder, args) -> int:
                                 bench.pipeline_bulk(qp, files, 2, 1, args.workload, None))
 
             consumers = [threading.Thread(target=consume, args=(i,)) for i in range(n)]
-            start, wall = time.process_time(), time.perf_counter()
-            for consumer in consumers:
-                consumer.start()
-            for consumer in consumers:
-                consumer.join()
-            wall = time.perf_counter() - wall
-            rounds[n].append((wall, time.process_time() - start, sum(counts)))
+            rounds[n].append((*_timed_threads(consumers), sum(counts)))
     return _print_rounds(rounds, args, lambda n: f"{n} separate read_batch_features "
                          f"pipeline(s) of 1 enqueue thread")
 
@@ -373,17 +377,12 @@ def _bare(qp, folder, specs, args) -> int:
             threads = [threading.Thread(target=read_and_parse, args=(plans[i % len(plans)],
                                                                      counts))
                        for i in range(n)]
-            start, wall = time.process_time(), time.perf_counter()
             try:
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
+                timed = _timed_threads(threads)
             finally:
                 for plan in plans:
                     plan.close()
-            wall = time.perf_counter() - wall
-            rounds[n].append((wall, time.process_time() - start, sum(counts)))
+            rounds[n].append((*timed, sum(counts)))
     return _print_rounds(rounds, args, lambda n: f"the read and the parse alone (no queue), "
                          f"{n} thread(s){', a plan each' if args.apart else ''}")
 
