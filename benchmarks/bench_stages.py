@@ -37,9 +37,12 @@ before it), ``enqueue_many`` without that parse (under the queue's lock, with th
 the consumer's dequeue: what a second thread can run beside the first, and what it cannot;
 then the consumer's thread CPU per record in all (the training loop's thread: its dequeues,
 and the batches it parses itself), the share of the wall time each enqueue thread was on
-a core (its CPU time over the wall time): what is left of it waited, for room or the GIL;
-and the read plan's lock: how long it was held a chunk (the median hold's wall time), its
-holds over the wall time (what no second thread can share), and the threads' waits for it.
+a core (its CPU time over the wall time): what is left of it waited, for room, a lock or
+the GIL; the read plan's lock: how long it was held a chunk (the median hold's wall time),
+its holds over the wall time (what no second thread can share), and the threads' waits for
+it; and the queue's own accounts of its waits: the enqueue threads' for room (all of them
+added up; none means the consumer kept up) and the consumer's for a batch, over the wall
+time (most of it means the enqueue threads are the bound).
 
 ``--pipeline --apart`` runs each of ``--threads`` as that many separate ``qp_bulk``
 pipelines of one enqueue thread, each read by a thread of its own: they share no lock but
@@ -203,11 +206,13 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
             with _timed_steps() as steps, _runner_cpu() as runners, _plan_lock() as lock:
                 start, wall = time.process_time(), time.perf_counter()
                 consumer = time.thread_time()
-                records = sum(len(batch["label"]) for batch in
-                              bench.pipeline_bulk(qp, files, args.epochs, threads,
-                                                  args.workload, None))
+                batches = bench.pipeline_bulk(qp, files, args.epochs, threads, args.workload,
+                                              None)
+                records = sum(len(batch["label"]) for batch in batches)
                 consumer = time.thread_time() - consumer
                 wall = time.perf_counter() - wall
+                queue = getattr(batches._queue, "built", batches._queue)
+                steps["(waits)"] = (queue._producer_wait, queue._consumer_wait / wall)
                 steps["(consumer thread)"] = consumer
                 steps["(enqueue threads, busy)"] = sum(runners) / len(runners) / wall \
                     if runners else 0.0
@@ -233,7 +238,9 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
               f"{steps['(enqueue threads, busy)']:.0%} of the wall time; the plan's lock held "
               f"{steps['(plan lock)'][0] * 1e6:.0f} us a chunk (median), "
               f"{steps['(plan lock)'][1]:.0%} of the wall time, waited for "
-              f"{steps['(plan lock)'][2] * 1e3:.0f} ms in all")
+              f"{steps['(plan lock)'][2] * 1e3:.0f} ms in all; the enqueue threads waited for "
+              f"room in the queue {steps['(waits)'][0] * 1e3:.0f} ms in all, the consumer for "
+              f"a batch {steps['(waits)'][1]:.0%} of the wall time")
     return 0
 
 
