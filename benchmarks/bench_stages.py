@@ -10,6 +10,7 @@ usage::
     python benchmarks/bench_stages.py --workload tokens --pipeline --apart --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --pipeline --processes --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --bare [--apart] --threads 1 2
+    python benchmarks/bench_stages.py --workload tokens --bare --shuffled --threads 1 2 --epochs 8
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
 shards; six of ``wide``'s smaller ones, so that its queue too fills past its minimum and
@@ -61,7 +62,12 @@ many threads take the chunks of one ``read_batch_features`` read plan (2,048 rec
 second of them all (the best of ``--repeat`` interleaved rounds) and CPU a record (the
 least). What the stages around the compiled core give two threads, against what the whole
 pipeline gives them. With ``--apart`` each thread reads a plan of its own (one epoch): what
-sharing the plan, whose lock is held while a chunk is read, costs them.
+sharing the plan, whose lock is held while a chunk is read, costs them. ``--epochs E``
+makes each thread's share ``E`` epochs (later passes read by offset, as a long run's are).
+With ``--shuffled`` each chunk's records trade places with random ones of a pool the
+threads share (the shuffle buffer's size) and those are parsed, in batches, as the enqueue
+threads parse the batches they draw: a shared shuffle at its simplest, between the bare
+read and parse and the whole pipeline.
 """
 
 from __future__ import annotations
@@ -129,10 +135,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1],
                     help="with --pipeline: the enqueue thread counts to measure, each "
                          "--repeat times, interleaved")
-    ap.add_argument("--epochs", type=int, default=2,
-                    help="with --pipeline (not --apart, --processes): epochs of every shard; "
-                         "a file's first pass reads under the plan's lock, the later ones "
-                         "by the offsets it noted")
+    ap.add_argument("--epochs", type=int, default=None,
+                    help="with --pipeline (not --apart, --processes): epochs of every shard "
+                         "(2 if not given); with --bare: each thread's (1 if not given); a "
+                         "file's first pass reads under the plan's lock, the later ones by "
+                         "the offsets it noted")
     ap.add_argument("--apart", action="store_true",
                     help="with --pipeline: run each thread count as that many separate "
                          "pipelines instead, each of one enqueue thread and read by a consumer "
@@ -142,6 +149,12 @@ def main(argv=None) -> int:
     ap.add_argument("--bare", action="store_true",
                     help="the read and the parse alone (no queue or consumer), by each of "
                          "--threads threads at once")
+    ap.add_argument("--shuffled", action="store_true",
+                    help="with --bare: each chunk's records traded for random ones of a "
+                         "pool the threads share, those parsed in batches")
+    ap.add_argument("--buffer", type=int, default=None,
+                    help="with --shuffled: the pool's records (bench.py's shuffle buffer by "
+                         "default)")
     ap.add_argument("--read-batch-size", type=int, default=None,
                     help="records per chunk (read_up_to's, 512 by default; with --pipeline, "
                          "qp_bulk's read_batch_size, read_batch_features' default by "
@@ -206,7 +219,7 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
             with _timed_steps() as steps, _runner_cpu() as runners, _plan_lock() as lock:
                 start, wall = time.process_time(), time.perf_counter()
                 consumer = time.thread_time()
-                batches = bench.pipeline_bulk(qp, files, args.epochs, threads, args.workload,
+                batches = bench.pipeline_bulk(qp, files, args.epochs or 2, threads, args.workload,
                                               None)
                 records = sum(len(batch["label"]) for batch in batches)
                 consumer = time.thread_time() - consumer
@@ -351,38 +364,74 @@ def _processes(folder, args) -> int:
 
 def _bare(qp, folder, specs, args) -> int:
     """``--bare``: ``n`` threads take the chunks of one read plan (``read_batch_features``'
-    own, ``n`` epochs of every shard; with ``--apart``, a plan each of one epoch) and parse
-    each one as ``qp_bulk``'s enqueue threads and consumer would (``parse_example``, and
-    mnist's ``decode_raw``), then mark its records delivered; nothing else. Records a second
-    of them all and CPU a record, over ``--repeat`` interleaved rounds."""
+    own, ``n`` epochs of every shard, ``n * --epochs`` where given; with ``--apart``, a plan
+    each of one epoch, or ``--epochs``) and parse each one as ``qp_bulk``'s enqueue threads
+    and consumer would (``parse_example``, and mnist's ``decode_raw``), then mark its
+    records delivered; nothing else. With ``--shuffled`` a chunk's records first trade
+    places with as many random ones of a pool the threads share (the shuffle buffer's size,
+    or ``--buffer``, under a lock; the first chunks fill it), and the records drawn are
+    parsed in batches of
+    ``bench.BATCH``, in one call (as the enqueue threads parse the batches they draw ahead):
+    a shared shuffle at its simplest, without the queue, its bookkeeping or a consumer.
+    Records a second of them all (the records parsed) and CPU a record, over ``--repeat``
+    interleaved rounds."""
     import threading
 
+    import numpy as np
+
+    from queuepipe.parsing._example import parse_example_batches
     from queuepipe.plan import ReadPlan, reader_of
 
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".tfrecord"))
     size = args.read_batch_size or 2048
+    epochs = args.epochs or 1
 
-    def read_and_parse(plan: ReadPlan, counts: list) -> None:
+    def drawn_for(values, pool) -> list:
+        """The records ``values`` trade places with (none while the pool fills)."""
+        k = len(values) // bench.BATCH * bench.BATCH
+        with pool["lock"]:
+            records, filled = pool["records"], pool["filled"]
+            if filled < len(records):
+                taken = min(len(values), len(records) - filled)
+                records[filled:filled + taken] = values[:taken]
+                pool["filled"] = filled + taken
+                return []
+            places = pool["rng"].choice(len(records), k, replace=False)
+            drawn = records[places]
+            records[places] = values[:k]
+        return drawn.tolist()
+
+    def read_and_parse(plan: ReadPlan, counts: list, pool) -> None:
         records = 0
         while True:
             try:
                 chunk = plan.take()
             except (qp.errors.OutOfRangeError, qp.errors.CancelledError):
                 break  # (cancelled: a Ctrl-C in the join closed the plan)
-            bench._decoded(qp, qp.io.parse_example(chunk.values, specs), args.workload)
+            if not args.shuffled:
+                bench._decoded(qp, qp.io.parse_example(chunk.values, specs), args.workload)
+                records += len(chunk.values)
+            else:
+                drawn = drawn_for(chunk.values, pool)
+                if drawn:
+                    for batch in parse_example_batches(drawn, specs, bench.BATCH):
+                        bench._decoded(qp, batch, args.workload)
+                records += len(drawn)
             plan.delivered(chunk.ordinals)
-            records += len(chunk.values)
         counts.append(records)
 
     rounds = {n: [] for n in args.threads}
     for _ in range(args.repeat):
         for n in args.threads:
-            plans = [ReadPlan(files, qp.TFRecordReader, size, 1 if args.apart else n, "files",
-                              0, keyed=False, reader=reader_of(qp.TFRecordReader()))
+            plans = [ReadPlan(files, qp.TFRecordReader, size, epochs * (1 if args.apart else n),
+                              "files", 0, keyed=False, reader=reader_of(qp.TFRecordReader()))
                      for _ in range(n if args.apart else 1)]
+            pool = {"records": np.empty(args.buffer or bench.buffer_of(args.workload),
+                                        dtype=object),
+                    "filled": 0, "lock": threading.Lock(), "rng": np.random.default_rng(0)}
             counts: list = []
-            threads = [threading.Thread(target=read_and_parse, args=(plans[i % len(plans)],
-                                                                     counts))
+            threads = [threading.Thread(target=read_and_parse,
+                                        args=(plans[i % len(plans)], counts, pool))
                        for i in range(n)]
             try:
                 timed = _timed_threads(threads)
@@ -390,8 +439,10 @@ def _bare(qp, folder, specs, args) -> int:
                 for plan in plans:
                     plan.close()
             rounds[n].append((*timed, sum(counts)))
-    return _print_rounds(rounds, args, lambda n: f"the read and the parse alone (no queue), "
-                         f"{n} thread(s){', a plan each' if args.apart else ''}")
+    return _print_rounds(rounds, args, lambda n: (
+        "the read and the parse alone (no queue), "
+        + ("each chunk traded for records of a shared pool, " if args.shuffled else "")
+        + f"{n} thread(s){', a plan each' if args.apart else ''}"))
 
 
 @contextlib.contextmanager

@@ -337,7 +337,9 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
                          rf"us, consumer's dequeue [\d.]+ us{walk}; the consumer's thread in "
                          r"all [\d.]+ us; each enqueue thread busy \(its CPU\) \d+% of the wall "
                          r"time; the plan's lock held \d+ us a chunk \(median\), \d+% of the "
-                         r"wall time, waited for \d+ ms in all$", out, re.M), out
+                         r"wall time, waited for \d+ ms in all; the enqueue threads waited for "
+                         r"room in the queue \d+ ms in all, the consumer for a batch \d+% of "
+                         r"the wall time$", out, re.M), out
     assert not re.search(r"chunk read 0\.00 us, parse 0\.00", out), out  # (steps timed)
     assert not re.search(r"busy \(its CPU\) 0% ", out), out  # (the runners' threads timed)
     assert not re.search(r"lock held 0 us", out), out  # (the plan's lock timed)
@@ -384,6 +386,25 @@ def test_the_stage_benchmark_runs_the_read_and_the_parse_alone(workload, capsys)
                              rf"thread\(s\){apart}, {records} records: \d+k records/s \(best "
                              r"of 2; all: \d+k/\d+k\), [\d.]+ us of CPU per record$", out,
                              re.M), out
+
+
+def test_the_stage_benchmark_trades_chunks_through_a_shared_pool(workload, capsys):
+    # 600 records an epoch, 2 epochs a thread: one thread fills the pool of 256 with its
+    # first chunk's records and parses the rest, as whole batches of 128 drawn from it
+    _, data = workload
+    assert load("bench_stages").main(["--data", data, "--workload", "tokens", "--bare",
+                                      "--shuffled", "--buffer", "256", "--epochs", "2",
+                                      "--threads", "1", "2", "--repeat", "2",
+                                      "--read-batch-size", "256"]) == 0
+    out = capsys.readouterr().out
+    for n in (1, 2):
+        found = re.search(rf"^tokens: the read and the parse alone \(no queue\), each chunk "
+                          rf"traded for records of a shared pool, {n} thread\(s\), (\d+) "
+                          r"records: \d+k records/s \(best of 2; all: \d+k/\d+k\), [\d.]+ us "
+                          r"of CPU per record$", out, re.M)
+        assert found, out
+        parsed = int(found.group(1))
+        assert parsed % 128 == 0 and 0 < parsed <= 2 * n * 600 - 256, out
 
 
 def test_the_sequence_benchmark_times_each_path(capsys):
