@@ -370,11 +370,10 @@ def _bare(qp, folder, specs, args) -> int:
     records delivered; nothing else. With ``--shuffled`` a chunk's records first trade
     places with as many random ones of a pool the threads share (the shuffle buffer's size,
     or ``--buffer``, under a lock; the first chunks fill it), and the records drawn are
-    parsed in batches of
-    ``bench.BATCH``, in one call (as the enqueue threads parse the batches they draw ahead):
-    a shared shuffle at its simplest, without the queue, its bookkeeping or a consumer.
-    Records a second of them all (the records parsed) and CPU a record, over ``--repeat``
-    interleaved rounds."""
+    parsed in batches of ``bench.BATCH``, in one call (as the enqueue threads parse the
+    batches they draw ahead): a shared shuffle at its simplest, without the queue, its
+    bookkeeping or a consumer. Records a second of them all (the records parsed) and CPU a
+    record, over ``--repeat`` interleaved rounds."""
     import threading
 
     import numpy as np
