@@ -543,6 +543,23 @@ def test_a_kept_buffer_left_dirty_changes_no_value_of_a_walk(core):
     assert (numbers.reshape(n, 9) == np.arange(1, 10)).all()
 
 
+def test_a_walk_of_short_lists_gives_the_big_kept_buffer_back(core):
+    # a walk's numbers start in the biggest kept buffer; a few short lists do not keep its
+    # megabytes alive for as long as their arrays live: they are copied out to a buffer of
+    # their size, and the big one is kept again
+    core.blocks_release()
+    big = core.blocks([8 << 20])[0]
+    del big
+    assert core.blocks_kept() == (1, 8 << 20)
+    n = 3
+    counts = np.zeros(n, dtype=np.int64)
+    (values,) = core.walk_examples([_TOKENS] * n, _TOKENS_SPEC, (None,), bytearray(n),
+                                   counts, bytearray(n))
+    assert core.blocks_kept() == (1, 8 << 20)
+    assert memoryview(values).nbytes == 9 * n * 8
+    assert (np.frombuffer(values, dtype=np.int64).reshape(n, 9) == np.arange(1, 10)).all()
+
+
 def test_releasing_the_kept_buffers_frees_them_all(core):
     del_me = core.blocks([1 << 20] * 4)
     del del_me

@@ -21,6 +21,9 @@
 #include "module_blocks.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "gil.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -178,6 +181,23 @@ qp_blocks_new(size_t size, uint8_t **data)
 PyObject *
 qp_blocks_of_scratch(qp_scratch *s)
 {
+    if (s->cap >= QP_POOL_LEAST && s->cap / 2 > s->len) {
+        /* Seeded with a kept buffer far bigger than what it gathered (a wide schema's
+         * short lists each take the biggest one kept): the bytes go to a buffer of about
+         * their size, and the big one back to the pool, so that no Block holds more than
+         * twice its bytes for as long as its arrays live. */
+        size_t len = s->len, cap;
+        uint8_t *fitted = pool_take(len, &cap);
+        if (fitted == NULL) {
+            qp_blocks_keep(s);
+            return PyErr_NoMemory();
+        }
+        PyThreadState *saved = qp_gil_let_go(len, QP_GIL_FREE_BYTES);
+        memcpy(fitted, s->data, len);
+        qp_gil_take(saved);
+        qp_blocks_keep(s);
+        return new_block(fitted, len, cap);
+    }
     PyObject *block = new_block(s->data, s->len, s->cap);
     s->data = NULL;
     s->len = s->cap = 0;

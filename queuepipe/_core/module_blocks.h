@@ -1,5 +1,5 @@
 /* Blocks, the core's buffers handed to Python, and the freed ones kept (module_blocks.c).
- * Every function here runs holding the GIL. */
+ * Every function here is called holding the GIL. */
 #ifndef QP_MODULE_BLOCKS_H
 #define QP_MODULE_BLOCKS_H
 
@@ -19,8 +19,10 @@ void qp_blocks_keep(qp_scratch *s);
  * is kept), and in *data where they lie; NULL with MemoryError raised. */
 PyObject *qp_blocks_new(size_t size, uint8_t **data);
 
-/* The scratch's bytes as a Block, which takes over its buffer (the scratch is left empty,
- * also on failure); NULL with an exception set when the Block cannot be made. */
+/* The scratch's bytes as a Block, which takes over its buffer, or copies them to one of
+ * about their size where the scratch holds over twice as many (its buffer is then kept);
+ * the scratch is left empty, also on failure; NULL with an exception set when the Block
+ * cannot be made. The GIL is let go for a copy of QP_GIL_FREE_BYTES or more. */
 PyObject *qp_blocks_of_scratch(qp_scratch *s);
 
 /* Readies the Block type and adds blocks(), blocks_kept() and blocks_release() to the
