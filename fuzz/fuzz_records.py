@@ -158,14 +158,18 @@ def core_module():
 @contextlib.contextmanager
 def _framing(core):
     """Makes the record scanner use ``core``'s framing (None: the pure path's) meanwhile."""
-    saved = records._scan_frames, records._scan_region, records.masked_crc32c
-    records._scan_frames = core.scan_frames if core else None
-    records._scan_region = core.scan_region if core else None
-    records.masked_crc32c = core.masked_crc32c if core else _frames._masked_crc32c
+    saved = (records._scan_frames, records._scan_region, records._cut_frames,
+             records.masked_crc32c)
+    # (looked up before any is set: a core lacking one changes nothing)
+    framing = (core.scan_frames, core.scan_region, core.cut_frames, core.masked_crc32c) \
+        if core else (None, None, None, _frames._masked_crc32c)
+    (records._scan_frames, records._scan_region, records._cut_frames,
+     records.masked_crc32c) = framing
     try:
         yield
     finally:
-        records._scan_frames, records._scan_region, records.masked_crc32c = saved
+        (records._scan_frames, records._scan_region, records._cut_frames,
+         records.masked_crc32c) = saved
 
 
 def scan_both(data: bytes, corrupt_records: str, batch_size: int = 7, compression: str = "",

@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 # The compiled core's scans of a buffer of frames (see RecordScanner._take_buffered), or None.
 _scan_frames = core.scan_frames if core else None
 _scan_region = core.scan_region if core else None
+_cut_frames = core.cut_frames if core else None  # (the records of _scan_region's pieces)
 
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
@@ -292,7 +293,7 @@ def unframed(pieces: List[Any]) -> List[bytes]:
         if type(piece) is bytes:
             records.append(piece)
         else:  # (only the core's scan_region makes the other pieces)
-            records += cast(Any, core).cut_frames(piece)
+            records += cast(Any, _cut_frames)(piece)
     return records
 
 

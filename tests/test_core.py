@@ -216,7 +216,8 @@ def test_core_and_pure_path_read_compressed_hostile_buffers_alike(rng, policy, c
 def test_the_comparison_catches_a_core_that_loses_a_record(core, monkeypatch, lossy):
     class Lossy:  # a core whose scan (one of them) drops the last record it took
         masked_crc32c = core.masked_crc32c
-        scan_frames, scan_region = core.scan_frames, core.scan_region
+        scan_frames, scan_region, cut_frames = core.scan_frames, core.scan_region, \
+            core.cut_frames
 
     def scan_and_lose(*args):
         offsets, taken, stop, status = getattr(core, lossy)(*args)
