@@ -25,6 +25,7 @@ says the file changed.
 
 from __future__ import annotations
 
+import bisect
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, cast
 
@@ -121,12 +122,10 @@ class ChunkMaps:
             if not same:
                 del self._maps[file]
                 return None
-        else:
-            try:
-                k = mapped.starts.index(position) + 1
-            except ValueError:
-                return None
-            if mapped.counts[k - 1] != skip:
+        else:  # (the starts ascend: a search, not a scan of a long file's thousands)
+            k = bisect.bisect_left(mapped.starts, position) + 1
+            if k > len(mapped.starts) or mapped.starts[k - 1] != position \
+                    or mapped.counts[k - 1] != skip:
                 return None
         if k == len(mapped.starts):
             return None
