@@ -949,6 +949,24 @@ class QueueBase:
         """
         return self._dequeue_batch(n, timeout, "dequeue_up_to", allow_smaller=True)
 
+    def _take_ahead(self, n: int) -> Any:
+        """The oldest batch drawn ahead, if it is of ``n`` elements and finished, as
+        :meth:`dequeue_many` and :meth:`dequeue_up_to` would return it now; else None
+        (those then wait, put back or draw as they do). A few microseconds, where theirs
+        cost the consumer, the training loop, a dozen a batch holding the GIL."""
+        if n != self._ahead_size or not self._ahead:  # (read without the lock: a hint)
+            return None
+        with self._lock:
+            if not self._ahead or n != self._ahead_size:
+                return None
+            batch = self._ahead[0][1]
+            if batch is None or batch is _FAILED:
+                return None
+            self._ahead.popleft()
+            self._dequeued += n
+            self._wake_producers()
+            return batch
+
     def _dequeue_batch(self, n: int, timeout: Optional[float], op: str,
                        allow_smaller: bool) -> Any:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:

@@ -154,9 +154,10 @@ class _Structure:
         single = not isinstance(batch, tuple) or isinstance(batch, SparseValue)
         return sequence_of(self._kind, [batch] if single else batch)
 
-    def commit(self) -> None:
+    def commit(self, now: bool = True) -> None:
         """The batches restored reached their callers (a hook for a structure that keeps a
-        state, called before the next batch and before a state is taken)."""
+        state, called before the next batch, and before a state is taken with ``now``: the
+        structure may report a few batches together, but all of them before a state)."""
 
     def withhold(self) -> None:
         """The batch restored last on this thread never reached its caller (a hook)."""

@@ -25,6 +25,12 @@ _REPLAY_FORMAT = "queuepipe.batches/replay-1"
 # How long stopping waits for runner threads before it names the ones still alive.
 STOP_GRACE_PERIOD_SECS = 10.0
 
+# Forks of this process so far, counted in each child: a Batches built before the last one
+# belongs to an ancestor (a dequeue compares two ints, not os.getpid(), a system call).
+_forks = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
+
 
 class Batches:
     """An iterator of NumPy batches taken from a batching function's queue.
@@ -75,6 +81,7 @@ class Batches:
         pipeline.claim(self._group)
         self._raised: Optional[BaseException] = None
         self._pid = os.getpid()
+        self._forks = _forks[0]
         self._length: Optional[int] = None  # batches in all, where known (read_batch_features)
         self._saver: Any = None  # keeps the state, where there is one (read_batch_features)
         self._replayable = False  # seeded: a state is the number of batches delivered
@@ -156,6 +163,8 @@ class Batches:
 
     def _ensure_started(self) -> None:
         """Starts the pipeline's runners if nobody did; decided once, at the first dequeue."""
+        if self._checked_start:  # (set once, under the lock: read without it every batch)
+            return
         with self._lock:
             if self._checked_start:
                 return
@@ -174,7 +183,7 @@ class Batches:
             raise
 
     def _check_process(self) -> None:
-        if os.getpid() != self._pid:
+        if _forks[0] != self._forks:
             raise RuntimeError(
                 f"batches of queue '{self._queue.name}' were built in process {self._pid}; "
                 f"this is process {os.getpid()}, a fork, where none of its threads run: build "
@@ -199,7 +208,7 @@ class Batches:
           Exception: a producer's (or reader's) exception, as a copy chained to the original.
         """
         self._check_process()
-        self._commit()
+        self._commit(now=False)
         self._ensure_started()
         while self._replay:  # a loaded replay state: the batches delivered before it
             self._take(None)
@@ -215,18 +224,26 @@ class Batches:
             self._structure.withhold()
             raise
 
-    def _commit(self) -> None:
-        """Counts the batch the last dequeue returned as delivered. Whole whatever instant a
-        Ctrl-C lands: the structure's commit may be done again, the count is one assignment."""
+    def _commit(self, now: bool = True) -> None:
+        """Counts the batch the last dequeue returned as delivered; the structure may report
+        it with the next few unless ``now`` (a state: every batch returned is reported). Whole
+        whatever instant a Ctrl-C lands: the structure's commit may be done again, the count
+        is one assignment."""
         if self._handed:
-            self._structure.commit()
+            self._structure.commit(now)
             self._delivered, self._handed = self._delivered + 1, False
+        elif now:
+            self._structure.commit(now)
 
     def _take(self, timeout: Optional[float]) -> Any:
         try:
-            if self._allow_smaller:
+            # (a batch the producers drew ahead and finished, picked up without the
+            # queue's general dequeue: read_batch_features' consumer, every batch)
+            built = self._queue.built
+            batch = None if built is None else built._take_ahead(self._batch_size)
+            if batch is None and self._allow_smaller:
                 batch = self._queue.dequeue_up_to(self._batch_size, timeout=timeout)
-            else:
+            elif batch is None:
                 batch = self._queue.dequeue_many(self._batch_size, timeout=timeout)
         except DeadlineExceededError:
             raise
