@@ -1,7 +1,9 @@
 """ReadPlan: its chunks hold the files' records as object arrays, with their tickets and
 ordinals, and it gives their keys."""
 
+import base64
 import os
+import random
 
 import numpy as np
 import pytest
@@ -103,6 +105,42 @@ def test_chunks_are_forgotten_once_the_oldest_and_those_after_it_are_all_deliver
     state = plan.state()
     assert [entry[0] for entry in state["open"]] == [32]
     plan.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_marks_stay_right_as_chunks_come_and_go_through_a_small_buffer(shards, seed):
+    # The marks of each chunk taken go after the others' in a buffer with room for more,
+    # a new one (the open marks copied first) when it is full; forgetting moves their
+    # start. With a buffer of 8, every few chunks move: a state must still list exactly
+    # the records not delivered.
+    files = sorted(os.fsdecode(path) for path in shards)
+    plan = ReadPlan(files, qp.TFRecordReader, 7, 3, "files", 5, False)
+    rnd = random.Random(seed)
+    room = plan_module._MARKS_ROOM
+    plan_module._MARKS_ROOM = 8
+    try:
+        left, held = set(), []
+        while True:
+            try:
+                chunk = plan.take()
+            except qp.errors.OutOfRangeError:
+                break
+            left |= set(chunk.ordinals.tolist())
+            held += chunk.ordinals.tolist()
+            rnd.shuffle(held)
+            k = rnd.randrange(len(held) + 1)
+            plan.delivered(np.array(held[:k], dtype=np.int64))
+            left -= set(held[:k])
+            del held[:k]
+            state = plan.state()
+            listed = set()
+            for base, *where, packed in state["open"]:
+                marks = np.unpackbits(np.frombuffer(base64.b64decode(packed), np.uint8))
+                listed |= {base + i for i in np.flatnonzero(marks[:where[-1]]).tolist()}
+            assert listed == left
+    finally:
+        plan_module._MARKS_ROOM = room
+        plan.close()
 
 
 def test_a_delivery_cut_short_after_its_marks_leaves_the_forgetting_to_the_next(shards,
