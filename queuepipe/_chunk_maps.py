@@ -149,7 +149,7 @@ class ChunkMaps:
         with self._open_files.using(chunk.file) as fd:
             got = os.preadv(fd, [data], chunk.start)
         _, records, stop, _ = cast(Any, core).scan_frames(data, 0, got, chunk.records,
-                                                       chunk.start)
+                                                       chunk.start, False)  # (no offsets)
         if len(records) != chunk.records or stop != chunk.end - chunk.start:
             _raise_damage(path, chunk)
             raise DataLossError(

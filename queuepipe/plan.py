@@ -341,9 +341,9 @@ class ReadPlan:
         n, at = len(self._left), self._marks_at
         if at + n + count > len(self._marks):
             grown = bytearray(max(2 * (n + count), _MARKS_ROOM))
-            grown[:n] = memoryview(self._left).cast("B")
+            grown[:n] = self._left.data.cast("B")
             self._marks, at = np.frombuffer(grown, dtype=bool), 0
-        memoryview(self._marks).cast("B")[at + n:at + n + count] = b"\x01" * count
+        self._marks.data.cast("B")[at + n:at + n + count] = b"\x01" * count
         self._marks_at = at
         return self._marks[at:at + n + count]
 

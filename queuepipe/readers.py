@@ -315,8 +315,16 @@ class ReaderBase:
 
 def _object_array(items: List[bytes]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
-    out[:] = items
+    if _set_items is not None:
+        _set_items(out, items)  # (NumPy's out[:] = items looks into each item, at length)
+    else:
+        out[:] = items
     return out
+
+
+# The items of a list into an object array: the compiled core's set_items where it is loaded
+# (the same objects as out[:] = items puts there: tests/test_core.py).
+_set_items = core.set_items if core is not None else None
 
 
 def _pure_format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:

@@ -13,7 +13,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 24
+#define QP_ABI_VERSION 25
 
 
 static uint32_t
@@ -248,7 +248,9 @@ scan(PyObject *args, const char *format, const char *function, int region)
 {
     Py_buffer buffer;
     Py_ssize_t pos, end, max_records, base;
-    if (!PyArg_ParseTuple(args, format, &buffer, &pos, &end, &max_records, &base)) {
+    int with_offsets = 1;
+    if (!PyArg_ParseTuple(args, format, &buffer, &pos, &end, &max_records, &base,
+                          &with_offsets)) {
         return NULL;
     }
     PyObject *result = NULL, *offsets = NULL, *taken = NULL;
@@ -261,7 +263,8 @@ scan(PyObject *args, const char *format, const char *function, int region)
         goto done;
     }
     const uint8_t *scanned = (const uint8_t *)buffer.buf + pos;
-    if ((offsets = offsets_of(base + pos, n, starts)) == NULL) {
+    if ((offsets = with_offsets ? offsets_of(base + pos, n, starts) : Py_NewRef(Py_None))
+        == NULL) {
         goto done;
     }
     if (!region || stop / (n ? n : 1) >= QP_REGION_LONGEST_FRAME) {
@@ -293,11 +296,12 @@ done:
 }
 
 PyDoc_STRVAR(scan_frames_doc,
-"scan_frames(buffer, pos, end, max_records, base, /)\n--\n\n"
+"scan_frames(buffer, pos, end, max_records, base, offsets=True, /)\n--\n\n"
 "Takes the intact TFRecord frames lying back to back in buffer[pos:end], at most\n"
 "max_records, checking both checksums of each, without the GIL.\n\n"
 "Returns (offsets, records, stop, status): the frames' offsets (base + their index in\n"
-"buffer) and data (bytes), the index just past the last frame taken, and why the scan\n"
+"buffer; None when offsets is false: a list of ints a record, for a caller that knows\n"
+"them) and data (bytes), the index just past the last frame taken, and why the scan\n"
 "stopped at stop (0: max_records taken or the end reached; 1: a header cut short; 2: a\n"
 "length checksum mismatch; 3: a frame running past end; 4: a data checksum mismatch).");
 
@@ -305,11 +309,11 @@ static PyObject *
 py_scan_frames(PyObject *self, PyObject *args)
 {
     (void)self;
-    return scan(args, "y*nnnn", "scan_frames", 0);
+    return scan(args, "y*nnnn|p", "scan_frames", 0);
 }
 
 PyDoc_STRVAR(scan_region_doc,
-"scan_region(buffer, pos, end, max_records, base, /)\n--\n\n"
+"scan_region(buffer, pos, end, max_records, base, offsets=True, /)\n--\n\n"
 "scan_frames, but the frames taken are returned as one copy of buffer[pos:stop] (a Block)\n"
 "in place of their records, for cut_frames to cut: a caller that must scan in order, under\n"
 "a lock, makes the records after it. Frames of 16 KiB or more on average are not copied:\n"
@@ -320,7 +324,7 @@ static PyObject *
 py_scan_region(PyObject *self, PyObject *args)
 {
     (void)self;
-    return scan(args, "y*nnnn", "scan_region", 1);
+    return scan(args, "y*nnnn|p", "scan_region", 1);
 }
 
 PyDoc_STRVAR(cut_frames_doc,
