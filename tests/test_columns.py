@@ -5,6 +5,7 @@ compares what leaves with a plain Python model; the others pin the arena's compa
 rank check at the first enqueue, and string values.
 """
 
+import sys
 from collections import Counter
 
 import numpy as np
@@ -732,6 +733,91 @@ def test_put_rows_refuses_what_it_cannot_copy_naming_it_and_copies_nothing(put):
     put(table, np.array([3, 1, 3]), [np.arange(9).reshape(3, 3), -np.arange(9).reshape(3, 3)])
     assert table[3].tolist() == [[6, 7, 8], [-6, -7, -8]]  # named twice: the last row
     assert table[1].tolist() == [[3, 4, 5], [-3, -4, -5]]
+
+
+@pytest.mark.skipif(_columns.core is None, reason="the compiled core is not loaded")
+@settings(max_examples=300)
+@given(st.integers(0, 2**32 - 1))
+def test_the_core_sets_objects_as_the_pure_twin_does(seed):
+    # a column of records put, read and cleared: rows in any order, repeated or not, now and
+    # then one outside its array, of another dtype, or sides of other lengths
+    rng = np.random.default_rng(seed)
+    n_dest, n_src = int(rng.integers(0, 9)), int(rng.integers(0, 9))
+    pool = [b"", b"a", b"bc", None, 7, (1, 2), [3]]
+    src = np.empty(n_src, dtype=object)
+    src[:] = [pool[k] for k in rng.integers(len(pool), size=n_src)]
+    if rng.random() < 0.3:
+        src = None
+
+    def rows(items, n):
+        if rng.random() < 0.3:
+            return None
+        out = rng.integers(-1 if rng.random() < 0.1 else 0, items + (rng.random() < 0.1) or 1,
+                           n).astype(np.int64)
+        return out.astype(np.int32) if rng.random() < 0.05 else out
+
+    n = int(rng.integers(0, 9))
+    dest_rows = rows(n_dest, n)
+    src_rows = rows(n_src, n + (rng.random() < 0.1)) if src is not None or \
+        rng.random() < 0.1 else None
+    outcomes = []
+    for set_objects in (_columns.core.set_objects, _columns._set_objects):
+        dest = np.empty(n_dest, dtype=object)
+        dest[:] = [b"old%d" % i for i in range(n_dest)]
+        try:
+            outcomes.append((set_objects(dest, dest_rows, src, src_rows), dest.tolist()))
+        except ValueError as e:
+            outcomes.append((str(e), dest.tolist()))
+    assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("set_objects", _twins("set_objects"))
+def test_set_objects_refuses_what_it_cannot_set_naming_it_and_sets_nothing(set_objects):
+    dest = np.array([b"x", b"y", b"z"], dtype=object)
+    src = np.array([b"a", b"b"], dtype=object)
+    for args, message in [
+            ((dest, np.array([0, 3]), src, None), r"index 1 names row 3, outside the table's "
+                                                  r"3 rows"),
+            ((dest, np.array([0, 1]), src, np.array([2, 0])), r"index 0 names row 2, outside "
+                                                              r"the table's 2 rows"),
+            ((dest, np.array([0]), src, None), r"src names 2 items, dest 1"),
+            ((dest, None, src, None), r"src names 2 items, dest 3"),
+            ((dest, np.array([0]), None, np.array([0])), r"src_rows without src"),
+            ((dest, np.array([0, 1]), dest[1:].copy()[:0], None), r"src names 0 items, dest 2"),
+            ((dest, np.array([0, 1]), dest[:2], None), r"src shares dest's memory"),
+            ((dest, np.array([0.0]), None, None), r"dest_rows must be a C-contiguous array "
+                                                  r"of int64"),
+            ((dest, np.array([0, 1]), [b"a", b"b"], None), r"src must be a C-contiguous 1-D "
+                                                           r"array of objects"),
+            ((dest[::2], np.array([0]), None, None), r"dest must be a writable C-contiguous "
+                                                     r"1-D array of objects"),
+            ((dest.astype("S1"), np.array([0]), None, None), r"dest must be a writable "
+                                                             r"C-contiguous 1-D array of "
+                                                             r"objects")]:
+        with pytest.raises(ValueError, match=f"^set_objects: {message}$"):
+            set_objects(*args)
+    assert dest.tolist() == [b"x", b"y", b"z"]
+    set_objects(dest, np.array([2, 0, 2]), src[np.array([0, 1, 1])].copy(), None)
+    assert dest.tolist() == [b"b", b"y", b"b"]  # named twice: the last
+    set_objects(dest, np.array([1]), None, None)
+    assert dest.tolist() == [b"b", None, b"b"]
+
+
+def test_a_column_of_records_drops_each_one_it_lets_go_of():
+    # put, read and cleared by set_objects: no reference kept or lost
+    column = _columns.DenseColumn(8, np.dtype(object), ())
+    records = [bytes([i]) * 3 for i in range(4)]
+    before = [sys.getrefcount(r) for r in records]
+    values = np.empty(4, dtype=object)
+    values[:] = records
+    column.write(np.array([5, 1, 6, 2]), values)
+    del values
+    taken = column.read(np.array([6, 5]))
+    assert taken.tolist() == [records[2], records[0]]
+    del taken
+    column.clear(np.array([1, 2, 5, 6]))
+    assert all(v is None for v in column.data.tolist())
+    assert [sys.getrefcount(r) for r in records] == before
 
 
 def test_a_shuffle_queue_puts_rows_of_several_members_where_its_slots_say():
