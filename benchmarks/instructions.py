@@ -33,6 +33,13 @@ excluded.
 ``--workload`` (mnist, float, tokens, wide) applies to ``features``, ``parse`` and
 ``per_record``; the others run on mnist.
 
+``--gil-held`` counts only the instructions run holding the GIL: the work two enqueue threads
+cannot share, the bound on what a second one gives (``bench_gil.py``). It builds a copy of the
+package in a temporary folder, its core compiled with ``QP_COUNT_GIL_HELD`` (``gil.h``: callgrind
+stops counting where the core lets go of the GIL, and starts again where it takes it back), and
+counts that copy. Python's own let-gos (a file read, NumPy's) still count: they add the
+same to both sides of an A/B. Needs valgrind's ``callgrind.h`` (Debian's valgrind package).
+
 The counted child runs with ``PYTHONHASHSEED=0`` and one BLAS/OpenMP thread
 (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and the like set to 1):
 NumPy's OpenBLAS otherwise starts a pool of threads at import whose start-up and spinning
@@ -49,8 +56,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -127,11 +136,34 @@ def run(pipeline: str, data: str, records: int, threads: int = 1,
     return records
 
 
+def gil_counting_copy(folder: str) -> str:
+    """A copy of the package in ``folder`` whose core is built with ``QP_COUNT_GIL_HELD``
+    (callgrind counts only what runs holding the GIL); returns ``folder``, for PYTHONPATH."""
+    root = os.path.dirname(HERE)
+    shutil.copytree(os.path.join(root, "queuepipe"), os.path.join(folder, "queuepipe"),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("setup.py", "setup.cfg", "README.md"):
+        shutil.copy(os.path.join(root, name), folder)
+    env = dict(os.environ, CFLAGS="-O2 -DQP_COUNT_GIL_HELD", QUEUEPIPE_REQUIRE_CORE="1",
+               QUEUEPIPE_WERROR="1")
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=folder,
+                   env=env, check=True, capture_output=True)
+    found = subprocess.run([sys.executable, os.path.join(HERE, "instructions.py"),
+                            "--core-file"], env=dict(os.environ, PYTHONPATH=folder),
+                           capture_output=True, text=True, check=True).stdout.strip()
+    if not found.startswith(folder):
+        raise RuntimeError(f"the counting copy's core is not the one imported: {found}")
+    return folder
+
+
 def instructions(pipeline: str, data: str, amount: int, threads: int,
-                 workload: str, warm: int = 0) -> Tuple[int, int]:
+                 workload: str, warm: int = 0, path: str = "") -> Tuple[int, int]:
     """The instructions valgrind counts for a whole run of ``pipeline`` over ``amount``
-    (records, or epochs), and the records it ran over."""
+    (records, or epochs), and the records it ran over; ``path``: the package's folder to
+    import first (``gil_counting_copy``)."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # the same dict layouts in every run
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [path, env.get("PYTHONPATH")]))
     env.update(dict.fromkeys(BLAS_THREADS, "1"))  # no BLAS thread pool (see the docstring)
     argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
             os.path.abspath(__file__), pipeline, "--data", data, "--records", str(amount),
@@ -163,8 +195,15 @@ def main(argv=None) -> int:
     ap.add_argument("--warm", type=int, default=0,
                     help="per_record: records put (and batches taken) before the counted ones "
                          "of both runs; 12000 fills the queue, so that batches leave too")
+    ap.add_argument("--gil-held", action="store_true",
+                    help="count only the instructions run holding the GIL (see above)")
     ap.add_argument("--run", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--core-file", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.core_file:  # (the core a counted run imports, as it imports it)
+        from queuepipe._core import core
+        print(getattr(core, "__file__", None))
+        return 0
     pipelines = args.pipelines or ["per_record", "bulk"]
     unknown = sorted(set(pipelines) - set(PIPELINES))
     if unknown:
@@ -176,13 +215,18 @@ def main(argv=None) -> int:
         return 0
     if args.records <= BASELINE:
         ap.error(f"--records must exceed {BASELINE}")
-    for pipeline in pipelines:
-        amounts = (EPOCHS, 1) if pipeline.startswith("features") else (args.records, BASELINE)
-        (whole, records), (base, base_records) = (
-            instructions(pipeline, args.data, amount, args.threads, args.workload, args.warm)
-            for amount in amounts)
-        print(f"{pipeline}: {(whole - base) / (records - base_records):,.0f} instructions per "
-              f"record (callgrind, {records - base_records:,} records)", flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        path = gil_counting_copy(folder) if args.gil_held else ""
+        for pipeline in pipelines:
+            amounts = (EPOCHS, 1) if pipeline.startswith("features") \
+                else (args.records, BASELINE)
+            (whole, records), (base, base_records) = (
+                instructions(pipeline, args.data, amount, args.threads, args.workload,
+                             args.warm, path)
+                for amount in amounts)
+            print(f"{pipeline}: {(whole - base) / (records - base_records):,.0f} instructions "
+                  f"per record{' holding the GIL' if path else ''} (callgrind, "
+                  f"{records - base_records:,} records)", flush=True)
     return 0
 
 

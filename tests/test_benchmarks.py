@@ -238,6 +238,22 @@ def test_the_counted_child_runs_with_one_blas_thread(monkeypatch):
         assert seen[name] == "1"
 
 
+def test_a_count_of_the_gil_held_imports_the_counting_copy_first(monkeypatch):
+    # --gil-held: the counted child must import the package whose core stops callgrind's
+    # count where it lets go of the GIL, before any other on the path
+    instructions, seen = load("instructions"), {}
+    monkeypatch.setenv("PYTHONPATH", "elsewhere")
+
+    def run(argv, env, **kwargs):
+        seen.update(env)
+        return type("Done", (), {"returncode": 0, "stdout": "records 10\n",
+                                 "stderr": "Collected : 99"})()
+
+    monkeypatch.setattr(instructions.subprocess, "run", run)
+    assert instructions.instructions("parse", "data", 10, 1, "mnist", path="copy") == (99, 10)
+    assert seen["PYTHONPATH"] == os.pathsep.join(["copy", "elsewhere"])
+
+
 @pytest.mark.parametrize("kind", ["mnist", "float", "tokens", "wide", "large"])
 def test_the_parse_pipeline_counts_every_workload(workload, monkeypatch, kind):
     bench, data = workload

@@ -13,6 +13,16 @@
 
 #include <Python.h>
 
+/* Built with QP_COUNT_GIL_HELD (benchmarks/gil_instructions.py, never by setup.py's own
+ * build), valgrind's callgrind stops counting while the GIL is let go here: it then counts
+ * only the instructions run holding it, the work two threads cannot share. */
+#ifdef QP_COUNT_GIL_HELD
+#include <valgrind/callgrind.h>
+#define QP_GIL_COUNT_TOGGLE() CALLGRIND_TOGGLE_COLLECT
+#else
+#define QP_GIL_COUNT_TOGGLE() ((void)0)
+#endif
+
 /* Checksums and copies (several GB/s): 64 KiB is about 10 us of work. */
 #define QP_GIL_FREE_BYTES 65536
 /* Wire walks (about 1 GB/s on token lists, slower on many small features): 16 KiB. */
@@ -32,7 +42,10 @@
 static inline PyThreadState *
 qp_gil_let_go(size_t bytes, size_t least)
 {
-    return bytes >= least ? PyEval_SaveThread() : NULL;
+    if (bytes < least)
+        return NULL;
+    QP_GIL_COUNT_TOGGLE();
+    return PyEval_SaveThread();
 }
 
 static inline void
@@ -40,6 +53,7 @@ qp_gil_take(PyThreadState *saved)
 {
     if (saved != NULL) {
         PyEval_RestoreThread(saved);
+        QP_GIL_COUNT_TOGGLE();
     }
 }
 

@@ -19,12 +19,9 @@
 static uint32_t
 crc_of(uint32_t crc, const Py_buffer *data, uint32_t (*fn)(uint32_t, const uint8_t *, size_t))
 {
-    if (data->len < QP_GIL_FREE_BYTES) {
-        return fn(crc, data->buf, (size_t)data->len);
-    }
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState *saved = qp_gil_let_go((size_t)data->len, QP_GIL_FREE_BYTES);
     crc = fn(crc, data->buf, (size_t)data->len);
-    Py_END_ALLOW_THREADS
+    qp_gil_take(saved);
     return crc;
 }
 
@@ -104,14 +101,9 @@ py_frame(PyObject *self, PyObject *arg)
         goto done;
     }
     uint8_t *dest = (uint8_t *)PyBytes_AS_STRING(out);
-    if (data.len < QP_GIL_FREE_BYTES) {
-        qp_frame_write(data.buf, (size_t)data.len, dest);
-    }
-    else {
-        Py_BEGIN_ALLOW_THREADS
-        qp_frame_write(data.buf, (size_t)data.len, dest);
-        Py_END_ALLOW_THREADS
-    }
+    PyThreadState *saved = qp_gil_let_go((size_t)data.len, QP_GIL_FREE_BYTES);
+    qp_frame_write(data.buf, (size_t)data.len, dest);
+    qp_gil_take(saved);
 done:
     PyBuffer_Release(&data);
     return out;
@@ -157,18 +149,11 @@ records_of(const uint8_t *buf, size_t n, const size_t *starts, const size_t *len
         total += lengths[i];
     }
     /* The new bytes objects are ours alone until returned: filled without the GIL. */
-    if (total < QP_GIL_FREE_BYTES) {
-        for (size_t i = 0; i < n; i++) {
-            memcpy(dest[i], buf + starts[i] + QP_FRAME_HEADER_BYTES, lengths[i]);
-        }
+    PyThreadState *saved = qp_gil_let_go(total, QP_GIL_FREE_BYTES);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(dest[i], buf + starts[i] + QP_FRAME_HEADER_BYTES, lengths[i]);
     }
-    else {
-        Py_BEGIN_ALLOW_THREADS
-        for (size_t i = 0; i < n; i++) {
-            memcpy(dest[i], buf + starts[i] + QP_FRAME_HEADER_BYTES, lengths[i]);
-        }
-        Py_END_ALLOW_THREADS
-    }
+    qp_gil_take(saved);
     PyMem_Free(dest);
     return records;
 error:
