@@ -23,6 +23,7 @@ CORE_SOURCES = [
     "queuepipe/_core/frames.c",
     "queuepipe/_core/module.c",
     "queuepipe/_core/module_blocks.c",
+    "queuepipe/_core/module_bytes.c",
     "queuepipe/_core/module_columns.c",
     "queuepipe/_core/module_example.c",
     "queuepipe/_core/wire.c",
@@ -67,7 +68,7 @@ class OptionalBuildExt(build_ext):
 setup(
     ext_modules=[Extension("queuepipe._qpcore", sources=CORE_SOURCES,
                            depends=["queuepipe/_core/" + name for name in (
-                               "crc32c.h", "endian.h", "frames.h", "gil.h", "module_example.h",
-                               "wire.h")])],
+                               "crc32c.h", "endian.h", "frames.h", "gil.h", "module_bytes.h",
+                               "module_example.h", "wire.h")])],
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -24,6 +24,7 @@ from helpers import fuzz_target, runs_beside
 from hypothesis import given, settings, strategies as st
 
 from queuepipe import _core, _frames, cli
+from queuepipe.protos import make_example
 from queuepipe.errors import DataLossError
 from queuepipe.records import RecordScanner
 
@@ -610,6 +611,67 @@ def test_a_walk_of_short_lists_gives_the_big_kept_buffer_back(core):
     assert core.blocks_kept() == (1, 8 << 20)
     assert memoryview(values).nbytes == 9 * n * 8
     assert (np.frombuffer(values, dtype=np.int64).reshape(n, 9) == np.arange(1, 10)).all()
+
+
+def _framed(records):
+    return b"".join(_frames._frame(record) for record in records)
+
+
+def test_records_let_go_of_are_made_again_with_their_new_bytes_and_hash(core):
+    # Records of 600 bytes (malloc's, not CPython's small-object allocator's): once nobody
+    # but the core holds one, the core makes it again for a later record. What a caller
+    # sees is a new record: its bytes, its length, its hash (the old one, cached, forgotten).
+    core.blocks_release()
+    rng = random.Random(5)
+    chunks = [[bytes(rng.randrange(256) for _ in range(600)) for _ in range(50)]
+              for _ in range(4)]
+    seen = {}
+    for records in chunks:
+        _, got, _, _ = core.scan_frames(_framed(records), 0, len(_framed(records)), 100, 0)
+        assert got == records
+        for record, expected in zip(got, records):
+            assert hash(record) == hash(bytes(bytearray(expected)))
+            seen.setdefault(id(record), 0)
+            seen[id(record)] += 1
+        del got, record
+    assert max(seen.values()) > 1 and core.bytes_kept() > 0  # (made again, at least once)
+    core.blocks_release()
+    assert core.bytes_kept() == 0
+
+
+def test_a_record_still_held_is_never_made_again(core):
+    # a caller's reference keeps a record as it is, however many chunks come after it
+    core.blocks_release()
+    held = []
+    for k in range(40):
+        records = [bytes([k, i]) * 300 for i in range(64)]
+        framed = _framed(records)
+        _, got, _, _ = core.scan_frames(framed, 0, len(framed), 100, 0)
+        held.append((got[k % 64], records[k % 64]))  # one of each chunk kept
+        regions = core.scan_region(framed, 0, len(framed), 100, 0)[1]
+        strings = core.cut_frames(regions)  # (the first pass's records too)
+        assert strings == records
+        del got, strings
+    assert all(record == expected for record, expected in held)
+    core.blocks_release()
+
+
+def test_string_values_are_made_again_only_once_let_go_of(core):
+    # a dense string feature's values (an mnist image each) come from the same kept objects
+    spec = ((b"image", 2, False, 1, True),)
+    kept_values = []
+    for k in range(30):
+        images = [bytes([k]) * 784 + bytes([i]) for i in range(32)]
+        records = [make_example({"image": image}).SerializeToString() for image in images]
+        out = np.empty(32, dtype=object)
+        core.walk_examples(records, spec, (out,), bytearray(32), np.zeros(32, np.int64),
+                           bytearray(32))
+        assert out.tolist() == images
+        assert [hash(v) for v in out.tolist()] == [hash(bytes(bytearray(i))) for i in images]
+        kept_values.append((out[k], images[k]))
+        del out
+    assert all(value == image for value, image in kept_values)
+    core.blocks_release()
 
 
 def test_releasing_the_kept_buffers_frees_them_all(core):

@@ -8,12 +8,13 @@
 #include "frames.h"
 #include "gil.h"
 #include "module_blocks.h"
+#include "module_bytes.h"
 #include "module_columns.h"
 #include "module_example.h"
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 26
+#define QP_ABI_VERSION 27
 
 
 static uint32_t
@@ -140,7 +141,7 @@ records_of(const uint8_t *buf, size_t n, const size_t *starts, const size_t *len
         goto error;
     }
     for (size_t i = 0; i < n; i++) {
-        PyObject *record = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)lengths[i]);
+        PyObject *record = qp_bytes_new((Py_ssize_t)lengths[i]);
         if (record == NULL) {
             goto error;
         }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "gil.h"
+#include "module_bytes.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -259,10 +260,23 @@ blocks_kept(PyObject *self, PyObject *unused)
     return Py_BuildValue("(nn)", (Py_ssize_t)n_kept, (Py_ssize_t)kept_bytes);
 }
 
+PyDoc_STRVAR(bytes_kept_doc,
+"bytes_kept() -> int\n\n"
+"The bytes objects kept to be made again (module_bytes.c).");
+
+static PyObject *
+bytes_kept(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromSsize_t(qp_bytes_kept());
+}
+
 PyDoc_STRVAR(blocks_release_doc,
 "blocks_release()\n\n"
-"Frees the buffers kept for later Blocks (read_batch_features' plans call it when the last\n"
-"of them closes: memory kept for chunks to come is not kept once none come).");
+"Frees the buffers kept for later Blocks and lets go of the bytes objects kept to be made\n"
+"again (read_batch_features' plans call it when the last of them closes: memory kept for\n"
+"chunks to come is not kept once none come).");
 
 static PyObject *
 blocks_release(PyObject *self, PyObject *unused)
@@ -273,12 +287,14 @@ blocks_release(PyObject *self, PyObject *unused)
         size_t cap;
         free(take_kept(n_kept - 1, &cap));
     }
+    qp_bytes_release();
     Py_RETURN_NONE;
 }
 
 static PyMethodDef blocks_methods[] = {
     {"blocks", blocks, METH_O, blocks_doc},
     {"blocks_kept", blocks_kept, METH_NOARGS, blocks_kept_doc},
+    {"bytes_kept", bytes_kept, METH_NOARGS, bytes_kept_doc},
     {"blocks_release", blocks_release, METH_NOARGS, blocks_release_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "gil.h"
+#include "module_bytes.h"
 #include "module_blocks.h"
 #include "wire.h"
 
@@ -133,7 +134,7 @@ span_bytes(const qp_feature *f, size_t first, size_t n, PyObject **made)
     for (size_t i = 0; i < n; i++) {
         qp_span span;
         memcpy(&span, spans + i * sizeof span, sizeof span);
-        made[i] = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)span.len);
+        made[i] = qp_bytes_new((Py_ssize_t)span.len);
         if (made[i] == NULL) {
             while (i > 0)
                 Py_DECREF(made[--i]);
