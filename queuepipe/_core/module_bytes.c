@@ -32,9 +32,13 @@
 #define QP_KEPT_LEAST 513
 #define QP_KEPT_MOST ((Py_ssize_t)64 << 10)
 /* Sizes kept at a time (mnist: a record's and an image's), the least recently asked for
- * replaced; and the objects kept of each: two chunks' worth for each of two enqueue threads. */
+ * replaced once it has not been asked for in QP_KEPT_STALE asks (records of many lengths,
+ * token lists', each rare, would otherwise replace one another's objects at every ask:
+ * they are made as new); and the objects kept of each: a chunk's worth for each of two
+ * enqueue threads. */
 #define QP_KEPT_SIZES 4
-#define QP_KEPT_PER_SIZE 8192
+#define QP_KEPT_STALE 65536ULL
+#define QP_KEPT_PER_SIZE 4096
 /* The oldest ones looked at for one held by the core alone, before a new one is made. */
 #define QP_KEPT_PROBES 4
 
@@ -60,20 +64,26 @@ release_size(kept_size *k)
 }
 
 #if QP_KEEP_BYTES
-/* The place of size's objects, made (the least recently asked for size let go) if none is;
- * NULL when its ring cannot be allocated (the caller then keeps nothing). */
+/* The place of size's objects, made (the least recently asked for size let go, if stale) if
+ * none is; NULL when none can be had (the caller then keeps nothing). */
 static kept_size *
 place_of(Py_ssize_t size)
 {
     kept_size *oldest = &sizes[0];
+    asks++;
     for (size_t i = 0; i < QP_KEPT_SIZES; i++) {
-        if (sizes[i].size == size)
+        if (sizes[i].size == size) {
+            sizes[i].asked = asks;
             return &sizes[i];
+        }
         if (sizes[i].asked < oldest->asked)
             oldest = &sizes[i];
     }
+    if (oldest->size != 0 && asks - oldest->asked < QP_KEPT_STALE)
+        return NULL;
     if (oldest->size != 0)
         release_size(oldest);
+    oldest->asked = asks;
     oldest->ring = PyMem_Malloc(QP_KEPT_PER_SIZE * sizeof(PyObject *));
     if (oldest->ring == NULL)
         return NULL;
@@ -103,7 +113,6 @@ forget_hash(PyObject *bytes)
 static PyObject *
 kept_new(kept_size *k)
 {
-    k->asked = ++asks;
     for (int probe = 0; probe < QP_KEPT_PROBES && probe < (int)k->count; probe++) {
         PyObject *oldest = k->ring[k->head];
         k->head = (k->head + 1) % QP_KEPT_PER_SIZE;
