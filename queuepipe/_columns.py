@@ -328,10 +328,11 @@ def _objects_rows(rows: Any, items: int, name: str) -> Optional[np.ndarray]:
 
 def _set_objects(dest: Any, dest_rows: Any, src: Any, src_rows: Any) -> None:
     """``dest[dest_rows] = src[src_rows]`` for C-contiguous 1-D object arrays, a row named
-    twice in ``dest`` keeping the last (``src`` None: None each; rows None: every item of
-    their array, in order). The pure twin of the core's ``set_objects``, a loop of
-    references where NumPy's fancy indexing looks at each item (a queue's column of records
-    put, read and cleared: a sixth of what held the GIL on tokens).
+    twice in ``dest`` keeping the last (``src`` also a list or a tuple, each item as it is,
+    where ``out[:] = items`` looks into each for a sequence; or None: None each; rows None:
+    every item of their side, in order). The pure twin of the core's ``set_objects``, a
+    loop of references where NumPy's fancy indexing looks at each item (a queue's column of
+    records put, read and cleared: a sixth of what held the GIL on tokens).
 
     Raises:
       ValueError: a row lies outside its array, the sides name other numbers of items or
@@ -341,8 +342,14 @@ def _set_objects(dest: Any, dest_rows: Any, src: Any, src_rows: Any) -> None:
     if not _objects(dest, writable=True):
         raise ValueError("set_objects: dest must be a writable C-contiguous 1-D array of "
                          "objects")
-    if src is not None and not _objects(src):
-        raise ValueError("set_objects: src must be a C-contiguous 1-D array of objects")
+    if type(src) in (list, tuple):
+        items = np.empty(len(src), dtype=object)
+        for j, item in enumerate(src):
+            items[j] = item  # (one item: NumPy keeps it as it is)
+        src = items
+    elif src is not None and not _objects(src):
+        raise ValueError("set_objects: src must be a C-contiguous 1-D array of objects, a "
+                         "list or a tuple")
     if src is None and src_rows is not None:
         raise ValueError("set_objects: src_rows without src")
     to = _objects_rows(dest_rows, len(dest), "dest_rows")

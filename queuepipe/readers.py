@@ -33,6 +33,7 @@ from typing import IO, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
+from queuepipe._columns import set_objects
 from queuepipe._core import core
 from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
 from queuepipe._streams import ReadBuffer, stored_size
@@ -315,16 +316,8 @@ class ReaderBase:
 
 def _object_array(items: List[bytes]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
-    if _set_items is not None:
-        _set_items(out, items)  # (NumPy's out[:] = items looks into each item, at length)
-    else:
-        out[:] = items
+    set_objects(out, None, items, None)  # (NumPy's out[:] = items looks into each item)
     return out
-
-
-# The items of a list into an object array: the compiled core's set_items where it is loaded
-# (the same objects as out[:] = items puts there: tests/test_core.py).
-_set_items = core.set_items if core is not None else None
 
 
 def _pure_format_keys(prefix: bytes, positions: List[int]) -> List[bytes]:

@@ -748,6 +748,8 @@ def test_the_core_sets_objects_as_the_pure_twin_does(seed):
     src[:] = [pool[k] for k in rng.integers(len(pool), size=n_src)]
     if rng.random() < 0.3:
         src = None
+    elif rng.random() < 0.3:  # (a chunk's records, as a reader puts them in an array)
+        src = src.tolist() if rng.random() < 0.5 else tuple(src.tolist())
 
     def rows(items, n):
         if rng.random() < 0.3:
@@ -787,10 +789,18 @@ def test_set_objects_refuses_what_it_cannot_set_naming_it_and_sets_nothing(set_o
             ((dest, np.array([0, 1]), dest[:2], None), r"src shares dest's memory"),
             ((dest, np.array([0.0]), None, None), r"dest_rows must be a C-contiguous array "
                                                   r"of int64"),
-            ((dest, np.array([0, 1]), [b"a", b"b"], None), r"src must be a C-contiguous 1-D "
-                                                           r"array of objects"),
+            ((dest, np.array([0, 1]), iter([b"a", b"b"]), None), r"src must be a "
+                                                                 r"C-contiguous 1-D array "
+                                                                 r"of objects, a list or a "
+                                                                 r"tuple"),
+            ((dest, np.array([0, 1]), [b"a"], None), r"src names 1 items, dest 2"),
             ((dest[::2], np.array([0]), None, None), r"dest must be a writable C-contiguous "
                                                      r"1-D array of objects"),
+            ((np.empty((1, 1), dtype=object), None, [b"a"], None), r"dest must be a "
+                                                                   r"writable C-contiguous "
+                                                                   r"1-D array of objects"),
+            ((b"x", None, [b"a"], None), r"dest must be a writable C-contiguous 1-D array of "
+                                         r"objects"),
             ((dest.astype("S1"), np.array([0]), None, None), r"dest must be a writable "
                                                              r"C-contiguous 1-D array of "
                                                              r"objects")]:
@@ -801,6 +811,37 @@ def test_set_objects_refuses_what_it_cannot_set_naming_it_and_sets_nothing(set_o
     assert dest.tolist() == [b"b", b"y", b"b"]  # named twice: the last
     set_objects(dest, np.array([1]), None, None)
     assert dest.tolist() == [b"b", None, b"b"]
+
+
+@pytest.mark.parametrize("set_objects", _twins("set_objects"))
+@given(st.lists(st.one_of(st.binary(max_size=8), st.none(), st.lists(st.integers(), max_size=2),
+                          st.tuples(st.binary())), max_size=20), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_set_objects_puts_the_very_objects_of_a_list_in_place(set_objects, items, as_tuple):
+    # The same objects where out[:] = items puts bytes (the readers' records and keys); any
+    # other object as it is, where NumPy would look into a list or tuple.
+    out = np.full(len(items), "old", dtype=object)
+    assert set_objects(out, None, tuple(items) if as_tuple else items, None) is None
+    assert all(got is item for got, item in zip(out.tolist(), items))
+    if all(type(item) is bytes for item in items):
+        expected = np.empty(len(items), dtype=object)
+        expected[:] = items
+        assert out.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("set_objects", _twins("set_objects"))
+def test_set_objects_drops_what_it_replaces_after_setting_every_item(set_objects):
+    # A finalizer run by an item replaced may change the list given: every item is set first.
+    items = [b"a", b"b", b"c"]
+
+    class Clears:
+        def __del__(self):
+            items.clear()
+
+    out = np.empty(3, dtype=object)
+    out[0] = Clears()
+    set_objects(out, None, items, None)
+    assert out.tolist() == [b"a", b"b", b"c"] and items == []
 
 
 def test_a_column_of_records_drops_each_one_it_lets_go_of():

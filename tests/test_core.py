@@ -458,52 +458,6 @@ def test_unframe_refuses_lengths_not_aligned_for_int64(core):
         core.unframe([_frames._frame(b"x")], lengths)
 
 
-# -- object arrays of records ---------------------------------------------------------------
-
-
-@given(st.lists(st.one_of(st.binary(max_size=8), st.none(), st.lists(st.integers(), max_size=2),
-                          st.tuples(st.binary())), max_size=20), st.booleans())
-@settings(max_examples=200, deadline=None)
-def test_set_items_puts_the_very_objects_in_place(core, items, as_tuple):
-    # The same objects where out[:] = items puts bytes (the readers' records and keys); any
-    # other object as it is, where NumPy would look into a list or tuple.
-    out = np.full(len(items), "old", dtype=object)
-    assert core.set_items(out, tuple(items) if as_tuple else items) is None
-    assert all(got is item for got, item in zip(out.tolist(), items))
-    if all(type(item) is bytes for item in items):
-        expected = np.empty(len(items), dtype=object)
-        expected[:] = items
-        assert out.tolist() == expected.tolist()
-
-
-@pytest.mark.parametrize("out, items, error, message", [
-    (np.empty(2, dtype=object), [b"a"], ValueError, "of 1 items"),
-    (np.empty(1, dtype=np.int64), [b"a"], ValueError, "object array"),
-    (np.empty((1, 1), dtype=object), [b"a"], ValueError, "1-D"),
-    (np.empty(1, dtype=object)[::-1].copy()[:0], [b"a"], ValueError, "of 1 items"),
-    (b"x", [b"a"], BufferError, "writable"),
-    (np.empty(1, dtype=object), iter([b"a"]), TypeError, "a list or a tuple"),
-])
-def test_set_items_refuses_what_is_not_an_object_array_of_as_many(core, out, items, error,
-                                                                   message):
-    with pytest.raises(error, match=message):
-        core.set_items(out, items)
-
-
-def test_set_items_drops_what_it_replaces_after_setting_every_item(core):
-    # A finalizer run by an item replaced may change the list given: every item is set first.
-    items = [b"a", b"b", b"c"]
-
-    class Clears:
-        def __del__(self):
-            items.clear()
-
-    out = np.empty(3, dtype=object)
-    out[0] = Clears()
-    core.set_items(out, items)
-    assert out.tolist() == [b"a", b"b", b"c"] and items == []
-
-
 # -- the keys of records ---------------------------------------------------------------------
 
 

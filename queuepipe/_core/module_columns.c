@@ -490,7 +490,8 @@ objects_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what, s
     }
     PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "set_objects: %s must be a %sC-contiguous 1-D array of "
-                 "objects", what, writable ? "writable " : "");
+                 "objects%s", what, writable ? "writable " : "",
+                 writable ? "" : ", a list or a tuple");
     return -1;
 }
 
@@ -513,11 +514,13 @@ objects_rows(PyObject *arg, Py_buffer *view, size_t n_items, const char *what, i
 PyDoc_STRVAR(set_objects_doc,
 "set_objects(dest, dest_rows, src, src_rows) -> None\n\n"
 "dest[dest_rows[i]] = src[src_rows[i]] for every i, in order (a row named twice in dest\n"
-"keeps the last): a queue's column of objects put, read or cleared. dest and src are\n"
-"C-contiguous 1-D object arrays, src None sets None; the rows are C-contiguous int64\n"
-"arrays, or None for every item of their array in order; both sides name as many items.\n"
-"What NumPy's fancy indexing does, by a loop of references: a chunk of records put, read\n"
-"and cleared that way was a sixth of what held the GIL on tokens. It keeps the GIL.\n"
+"keeps the last): a queue's column of objects put, read or cleared, or a chunk's records\n"
+"put in an object array. dest is a C-contiguous 1-D object array; src one too, or a list\n"
+"or a tuple, each item as it is (out[:] = items looks into each one for a sequence), or\n"
+"None, which sets None; the rows are C-contiguous int64 arrays, or None for every item of\n"
+"their side in order; both sides name as many items. What NumPy's fancy indexing does, by\n"
+"a loop of references: a chunk of records put, read and cleared that way was a sixth of\n"
+"what held the GIL on tokens. It keeps the GIL.\n"
 "ValueError, with nothing set, for a row outside its array, sides of other lengths, src\n"
 "sharing dest's memory or arguments not of these kinds.");
 
@@ -533,9 +536,14 @@ py_set_objects(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOO:set_objects", &dest_arg, &dest_rows_arg, &src_arg,
                           &src_rows_arg))
         return NULL;
+    /* (a list or a tuple given runs no code while its items are set: it cannot change) */
+    int listed = PyList_CheckExact(src_arg) || PyTuple_CheckExact(src_arg);
     if (objects_buffer(dest_arg, &dest, 1, "dest", &n_dest) < 0
-        || (src_arg != Py_None && objects_buffer(src_arg, &src, 0, "src", &n_src) < 0))
+        || (src_arg != Py_None && !listed
+            && objects_buffer(src_arg, &src, 0, "src", &n_src) < 0))
         goto done;
+    if (listed)
+        n_src = (size_t)PySequence_Fast_GET_SIZE(src_arg);
     if (src_arg == Py_None && src_rows_arg != Py_None) {
         PyErr_SetString(PyExc_ValueError, "set_objects: src_rows without src");
         goto done;
@@ -547,7 +555,7 @@ py_set_objects(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "set_objects: src names %zu items, dest %zu", n_from, n);
         goto done;
     }
-    if (src_arg != Py_None && overlap(&dest, &src)) {
+    if (src.obj != NULL && overlap(&dest, &src)) {
         PyErr_SetString(PyExc_ValueError, "set_objects: src shares dest's memory");
         goto done;
     }
@@ -558,7 +566,7 @@ py_set_objects(PyObject *self, PyObject *args)
     /* Every item set before any replaced one goes: dropping one may run a finalizer, which
      * could change the arrays under the loop. (NumPy takes a NULL item for None.) */
     PyObject **slots = dest.buf;
-    PyObject *const *values = src.buf;
+    PyObject *const *values = listed ? PySequence_Fast_ITEMS(src_arg) : src.buf;
     for (size_t i = 0; i < n; i++) {
         PyObject *value = src_arg == Py_None ? NULL : values[from ? (size_t)from[i] : i];
         size_t t = to ? (size_t)to[i] : i;

@@ -765,56 +765,6 @@ exact_bytes(PyObject *module, PyObject *obj)
     return result;
 }
 
-PyDoc_STRVAR(set_items_doc,
-"set_items(out, items) -> None\n\n"
-"out[i] = items[i] for each item of items (a list or a tuple), out a writable C-contiguous\n"
-"1-D object array of exactly as many items: what out[:] = items does, without NumPy's look\n"
-"into every item for a sequence to descend into (a chunk of 2,048 records: 35 us holding\n"
-"the GIL, against a few). ValueError when out is not such an array.");
-
-static PyObject *
-set_items(PyObject *module, PyObject *args)
-{
-    (void)module;
-    PyObject *out, *items;
-    if (!PyArg_ParseTuple(args, "OO:set_items", &out, &items))
-        return NULL;
-    if (!PyList_CheckExact(items) && !PyTuple_CheckExact(items)) {
-        PyErr_SetString(PyExc_TypeError, "set_items: items must be a list or a tuple");
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
-    Py_buffer view;
-    if (PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return NULL;
-    if (view.format == NULL || strcmp(view.format, "O") != 0 || view.ndim != 1
-        || view.itemsize != (Py_ssize_t)sizeof(PyObject *)
-        || view.len / (Py_ssize_t)sizeof(PyObject *) != n) {
-        PyErr_Format(PyExc_ValueError, "set_items: out must be a writable 1-D object array of "
-                     "%zd items", n);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    PyObject **replaced = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(PyObject *));
-    if (replaced == NULL) {
-        PyBuffer_Release(&view);
-        return PyErr_NoMemory();
-    }
-    /* Every item set before any item replaced goes: dropping one may run a finalizer, which
-     * could change items (a list) under the loop. */
-    PyObject **slots = (PyObject **)view.buf;
-    PyObject *const *given = PySequence_Fast_ITEMS(items);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        replaced[i] = slots[i];
-        slots[i] = Py_NewRef(given[i]);
-    }
-    PyBuffer_Release(&view);
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_XDECREF(replaced[i]);
-    PyMem_Free(replaced);
-    Py_RETURN_NONE;
-}
-
 PyDoc_STRVAR(join_equal_doc,
 "join_equal(items) -> bytearray or None\n\n"
 "The items (a list, a tuple or a 1-D object array of at least one item) one after the\n"
@@ -1050,7 +1000,6 @@ static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
     {"walk_one", walk_one, METH_VARARGS, walk_one_doc},
     {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
-    {"set_items", set_items, METH_VARARGS, set_items_doc},
     {"join_equal", join_equal, METH_O, join_equal_doc},
     {"sparse_table", sparse_table, METH_VARARGS, sparse_table_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,
