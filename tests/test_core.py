@@ -610,6 +610,18 @@ def test_a_record_still_held_is_never_made_again(core):
     core.blocks_release()
 
 
+def test_the_objects_kept_of_a_size_hold_a_few_mib_at_most(core):
+    # a plain reader's long records are kept too, until a read plan closes: 4 MiB a size
+    core.blocks_release()
+    records = [bytes([i]) * 60000 for i in range(100)]
+    framed = _framed(records)
+    _, got, _, _ = core.scan_frames(framed, 0, len(framed), 100, 0)
+    assert got == records
+    del got
+    assert 0 < core.bytes_kept() <= (4 << 20) // 60000
+    core.blocks_release()
+
+
 def test_string_values_are_made_again_only_once_let_go_of(core):
     # a dense string feature's values (an mnist image each) come from the same kept objects
     spec = ((b"image", 2, False, 1, True),)

@@ -5,7 +5,7 @@
  * holding the GIL: on mnist, a record and an image of about 800 bytes a record, 40% of the
  * instructions read_batch_features runs holding it (benchmarks/instructions.py --gil-held),
  * the work that two enqueue threads cannot share. So the core keeps a reference to the last
- * QP_KEPT_PER_SIZE it made of each of a few sizes, in the order made; asked for one of a kept
+ * few thousand it made of each of a few sizes, in the order made; asked for one of a kept
  * size, it looks at the oldest few: the first whose only reference left is the core's (its
  * batch was parsed and dropped) is made again, its hash forgotten, and handed out as new.
  *
@@ -35,17 +35,19 @@
  * replaced once it has not been asked for in QP_KEPT_STALE asks (records of many lengths,
  * token lists', each rare, would otherwise replace one another's objects at every ask:
  * they are made as new); and the objects kept of each: a chunk's worth for each of two
- * enqueue threads. */
+ * enqueue threads, of QP_KEPT_BYTES at most (16 MiB in all, whoever reads: a plain
+ * reader's records are kept too, until the process ends or a read plan closes). */
 #define QP_KEPT_SIZES 4
 #define QP_KEPT_STALE 65536ULL
 #define QP_KEPT_PER_SIZE 4096
+#define QP_KEPT_BYTES ((size_t)4 << 20)
 /* The oldest ones looked at for one held by the core alone, before a new one is made. */
 #define QP_KEPT_PROBES 4
 
 typedef struct {
     Py_ssize_t size;  /* 0: a free place */
-    PyObject **ring;  /* QP_KEPT_PER_SIZE references, the oldest at head */
-    size_t head, count;
+    PyObject **ring;  /* cap references, the oldest at head */
+    size_t cap, head, count;
     unsigned long long asked;  /* when this size was last asked for */
 } kept_size;
 
@@ -58,7 +60,7 @@ static void
 release_size(kept_size *k)
 {
     for (size_t i = 0; i < k->count; i++)
-        Py_DECREF(k->ring[(k->head + i) % QP_KEPT_PER_SIZE]);
+        Py_DECREF(k->ring[(k->head + i) % k->cap]);
     PyMem_Free(k->ring);
     *k = (kept_size){0};
 }
@@ -84,7 +86,9 @@ place_of(Py_ssize_t size)
     if (oldest->size != 0)
         release_size(oldest);
     oldest->asked = asks;
-    oldest->ring = PyMem_Malloc(QP_KEPT_PER_SIZE * sizeof(PyObject *));
+    oldest->cap = QP_KEPT_BYTES / (size_t)size < QP_KEPT_PER_SIZE
+                  ? QP_KEPT_BYTES / (size_t)size : QP_KEPT_PER_SIZE;
+    oldest->ring = PyMem_Malloc(oldest->cap * sizeof(PyObject *));
     if (oldest->ring == NULL)
         return NULL;
     oldest->size = size;
@@ -115,8 +119,8 @@ kept_new(kept_size *k)
 {
     for (int probe = 0; probe < QP_KEPT_PROBES && probe < (int)k->count; probe++) {
         PyObject *oldest = k->ring[k->head];
-        k->head = (k->head + 1) % QP_KEPT_PER_SIZE;
-        k->ring[(k->head + k->count - 1) % QP_KEPT_PER_SIZE] = oldest;  /* now the newest */
+        k->head = (k->head + 1) % k->cap;
+        k->ring[(k->head + k->count - 1) % k->cap] = oldest;  /* now the newest */
         if (Py_REFCNT(oldest) == 1) {
             forget_hash(oldest);
             return Py_NewRef(oldest);
@@ -125,12 +129,12 @@ kept_new(kept_size *k)
     PyObject *made = PyBytes_FromStringAndSize(NULL, k->size);
     if (made == NULL)
         return NULL;
-    if (k->count == QP_KEPT_PER_SIZE) {  /* the oldest, still held elsewhere: let go of */
+    if (k->count == k->cap) {  /* the oldest, still held elsewhere: let go of */
         Py_DECREF(k->ring[k->head]);
-        k->head = (k->head + 1) % QP_KEPT_PER_SIZE;
+        k->head = (k->head + 1) % k->cap;
         k->count--;
     }
-    k->ring[(k->head + k->count) % QP_KEPT_PER_SIZE] = Py_NewRef(made);
+    k->ring[(k->head + k->count) % k->cap] = Py_NewRef(made);
     k->count++;
     return made;
 }
