@@ -237,12 +237,17 @@ def _numbers(array: Any) -> bool:
         and array.flags.c_contiguous
 
 
+def _int64(index: Any) -> bool:
+    """Whether ``index`` is what the core's column functions take as rows: a C-contiguous
+    NumPy array of int64."""
+    return type(index) is np.ndarray and index.dtype == np.int64 and index.flags.c_contiguous
+
+
 def _check_int64(function: str, **arrays: Any) -> None:
     """Raises ValueError, as the core does, for an argument that is not a C-contiguous
     int64 array."""
     for name, given in arrays.items():
-        if type(given) is not np.ndarray or given.dtype != np.int64 \
-                or not given.flags.c_contiguous:
+        if not _int64(given):
             raise ValueError(f"{function}: {name} must be a C-contiguous array of int64")
 
 
@@ -298,12 +303,6 @@ def _take_rows(table: Any, index: Any, outs: Any) -> None:
 
 
 take_rows = core.take_rows if core is not None else _take_rows
-
-
-def _int64(index: Any) -> bool:
-    """Whether ``index`` is what the core's column functions take as rows: a C-contiguous
-    NumPy array of int64."""
-    return type(index) is np.ndarray and index.dtype == np.int64 and index.flags.c_contiguous
 
 
 def _objects(array: Any, writable: bool = False) -> bool:

@@ -222,10 +222,10 @@ def test_the_instruction_counts_pipelines_run(workload, monkeypatch, pipeline, a
     assert load("instructions").run(pipeline, data, amount) == records
 
 
-def test_the_counted_child_runs_with_one_blas_thread(monkeypatch):
-    # a BLAS thread pool's start-up and spinning swing the counts by thousands a record
-    instructions, seen = load("instructions"), {}
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+def _counted_child(monkeypatch, instructions):
+    """Replaces the counted child by one that counts 1234 instructions over 10 records;
+    returns the environment it is run with, once it is."""
+    seen = {}
 
     def run(argv, env, **kwargs):
         seen.update(env)
@@ -233,6 +233,14 @@ def test_the_counted_child_runs_with_one_blas_thread(monkeypatch):
                                  "stderr": "Collected : 1234"})()
 
     monkeypatch.setattr(instructions.subprocess, "run", run)
+    return seen
+
+
+def test_the_counted_child_runs_with_one_blas_thread(monkeypatch):
+    # a BLAS thread pool's start-up and spinning swing the counts by thousands a record
+    instructions = load("instructions")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    seen = _counted_child(monkeypatch, instructions)
     assert instructions.instructions("parse", "data", 10, 1, "mnist") == (1234, 10)
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         assert seen[name] == "1"
@@ -241,16 +249,11 @@ def test_the_counted_child_runs_with_one_blas_thread(monkeypatch):
 def test_a_count_of_the_gil_held_imports_the_counting_copy_first(monkeypatch):
     # --gil-held: the counted child must import the package whose core stops callgrind's
     # count where it lets go of the GIL, before any other on the path
-    instructions, seen = load("instructions"), {}
+    instructions = load("instructions")
     monkeypatch.setenv("PYTHONPATH", "elsewhere")
-
-    def run(argv, env, **kwargs):
-        seen.update(env)
-        return type("Done", (), {"returncode": 0, "stdout": "records 10\n",
-                                 "stderr": "Collected : 99"})()
-
-    monkeypatch.setattr(instructions.subprocess, "run", run)
-    assert instructions.instructions("parse", "data", 10, 1, "mnist", path="copy") == (99, 10)
+    seen = _counted_child(monkeypatch, instructions)
+    assert instructions.instructions("parse", "data", 10, 1, "mnist", path="copy") == (1234,
+                                                                                         10)
     assert seen["PYTHONPATH"] == os.pathsep.join(["copy", "elsewhere"])
 
 

@@ -13,7 +13,7 @@
 
 #include <Python.h>
 
-/* Built with QP_COUNT_GIL_HELD (benchmarks/gil_instructions.py, never by setup.py's own
+/* Built with QP_COUNT_GIL_HELD (benchmarks/instructions.py --gil-held, never by setup.py's own
  * build), valgrind's callgrind stops counting while the GIL is let go here: it then counts
  * only the instructions run holding it, the work two threads cannot share. */
 #ifdef QP_COUNT_GIL_HELD

@@ -286,8 +286,8 @@ PyDoc_STRVAR(scan_frames_doc,
 "Takes the intact TFRecord frames lying back to back in buffer[pos:end], at most\n"
 "max_records, checking both checksums of each, without the GIL.\n\n"
 "Returns (offsets, records, stop, status): the frames' offsets (base + their index in\n"
-"buffer; None when offsets is false: a list of ints a record, for a caller that knows\n"
-"them) and data (bytes), the index just past the last frame taken, and why the scan\n"
+"buffer; None when offsets is false, for a caller that knows them: the list costs an int\n"
+"a record) and data (bytes), the index just past the last frame taken, and why the scan\n"
 "stopped at stop (0: max_records taken or the end reached; 1: a header cut short; 2: a\n"
 "length checksum mismatch; 3: a frame running past end; 4: a data checksum mismatch).");
 
