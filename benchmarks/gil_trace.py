@@ -3,6 +3,7 @@
 usage (Linux, root, ``perf`` with uprobes)::
 
     python benchmarks/gil_trace.py --data ~/.cache/queuepipe/bench-data --workload tokens --threads 1 2
+    python benchmarks/gil_trace.py --workload mnist --threads 1 --sites
 
 Runs ``bench.py``'s ``qp_bulk`` (``read_batch_features``, ``--epochs`` epochs) in a child
 under ``perf record`` with probes on the interpreter's own ``take_gil`` (entry and return)
@@ -13,6 +14,14 @@ its return) and ran without it or slept (a ``drop_gil`` to its next ``take_gil``
 its drops: each one, with another thread waiting, is a hand-over. Printed per thread: those
 figures and the median held stretch; then all threads' held time over the child's CPU
 time, the share of the work that runs one thread at a time.
+
+``--sites`` says instead where the pipeline lets go of the GIL: a second run records the
+call stack of each ``drop_gil`` (``perf record --call-graph dwarf``), and the drops are
+counted by the first function below the interpreter's own let-go (``PyEval_SaveThread``,
+the core's ``qp_gil_let_go``) with its two callers, per 2,048 records (a chunk of
+``read_batch_features``' by default), imports left out. Each one, with another thread
+waiting, is a hand-over: NumPy lets go of the GIL for most operations on 500 items or more
+(an object array's ``calloc``, ``arange``, a copy), Python for every blocking call.
 
 Last, over the pipeline's wall time, the share in which some thread held the GIL, and its
 hand-overs: each drop while another thread waited, and the time from it until the waiter's
@@ -187,6 +196,38 @@ def busy(summary: Dict[str, float]) -> str:
             f"free for {summary['gap'] * 1e6:.0f} us (median), {summary['gaps']:.0%} of the time")
 
 
+# The interpreter's and the core's own steps of a let-go: a drop is counted by what called
+# them. (Inlined frames carry the name of the function inlined.)
+_LET_GO = ("drop_gil", "PyEval_SaveThread", "qp_gil_let_go")
+
+
+def drop_sites(script: str) -> Dict[str, int]:
+    """How many drops of the GIL each call site made, from ``perf script`` of ``drop_gil``
+    recorded with call stacks: a site is the first function outside :data:`_LET_GO` and
+    its two callers (``site < caller < caller's caller``). Stacks that pass through an
+    import are left out (the pipeline's start, not its steady state)."""
+    sites: Dict[str, int] = {}
+    for block in script.split("\n\n"):
+        frames = [line.split()[1].split("+")[0] for line in block.splitlines()[1:]
+                  if len(line.split()) >= 2]
+        if not frames or any("import" in frame.lower() for frame in frames):
+            continue
+        outside = [frame for frame in frames if frame not in _LET_GO]
+        site = " < ".join(outside[:3])
+        sites[site] = sites.get(site, 0) + 1
+    return sites
+
+
+def sites_report(sites: Dict[str, int], records: int, label: str, top: int = 15) -> str:
+    """The sites that dropped the GIL most often, per 2,048 records."""
+    total = sum(sites.values())
+    lines = [f"{label}: {total} drops of the GIL, {2048 * total / records:.1f} every 2,048 "
+             f"records; by where:"]
+    for site, count in sorted(sites.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {2048 * count / records:5.2f}  {site}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=bench.default_data(),
@@ -194,22 +235,32 @@ def main(argv=None) -> int:
     ap.add_argument("--workload", default="tokens", choices=bench.WORKLOADS)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--sites", action="store_true",
+                    help="count the drops of the GIL by where they are made")
     args = ap.parse_args(argv)
     events = add_probes(libpython())
     for threads in args.threads:
         code = CHILD.format(here=HERE, data=args.data, workload=args.workload,
                             epochs=args.epochs, threads=threads)
+        label = f"{args.workload}, {threads} enqueue thread(s)"
+        # (the stacks: drop_gil alone, each sample with 16 KiB of the stack to unwind)
+        recording = (["--call-graph", "dwarf,16384", f"-e{events[PROBES.index('drop_gil')]}"]
+                     if args.sites
+                     else [f"-e{event}" for event in events])
         with tempfile.TemporaryDirectory() as folder:
             recorded = os.path.join(folder, "perf.data")
-            done = subprocess.run(["perf", "record", "-q", "-o", recorded]
-                                  + [f"-e{event}" for event in events]
+            done = subprocess.run(["perf", "record", "-q", "-o", recorded] + recording
                                   + ["--", sys.executable, "-c", code],
                                   capture_output=True, text=True, check=True)
             result = json.loads(done.stdout.strip().splitlines()[-1])
-            script = subprocess.run(["perf", "script", "-i", recorded, "-F", "tid,time,event"],
+            script = subprocess.run(["perf", "script", "-i", recorded]
+                                    + ([] if args.sites else ["-F", "tid,time,event"]),
                                     capture_output=True, text=True, check=True).stdout
+        if args.sites:
+            print(sites_report(drop_sites(script), result["records"], label))
+            continue
         print(report(stretches(script), result["records"], result["cpu"], result["pid"],
-                     f"{args.workload}, {threads} enqueue thread(s)"))
+                     label))
         print(busy(handovers(script)))
     return 0
 

@@ -502,6 +502,30 @@ def test_the_gil_trace_adds_up_each_threads_stretches_from_the_pipelines_start()
         " 2 drops (2.0 every 1,000 records), the median held stretch 200000 us" in text
 
 
+def test_the_gil_trace_counts_the_drops_by_where_they_are_made():
+    trace = load("gil_trace")
+
+    def drop(*frames):
+        lines = ["python 17 [000] 1.000001: probe_libpython3:drop_gil: (7f00)",
+                 "\t  24f3e0 drop_gil+0x0 (/lib/libpython3.11.so.1.0)",
+                 "\t  24fd29 PyEval_SaveThread+0x39 (/lib/libpython3.11.so.1.0)"]
+        return "\n".join(lines + [f"\t  1234 {frame}+0x10 (/lib/x.so)" for frame in frames])
+
+    script = "\n\n".join([
+        drop("qp_gil_let_go", "walk_spans", "walk_examples", "cfunction_call", "main"),
+        drop("walk_spans", "walk_examples", "cfunction_call"),
+        drop("default_calloc", "PyDataMem_UserNEW_ZEROED"),
+        drop("posix_do_stat", "os_stat", "PyImport_ImportModuleLevelObject"),  # an import
+    ]) + "\n\n"
+    sites = trace.drop_sites(script)
+    assert sites == {"walk_spans < walk_examples < cfunction_call": 2,
+                     "default_calloc < PyDataMem_UserNEW_ZEROED": 1}
+    assert trace.sites_report(sites, records=4096, label="tokens").splitlines() == [
+        "tokens: 3 drops of the GIL, 1.5 every 2,048 records; by where:",
+        "   1.00  walk_spans < walk_examples < cfunction_call",
+        "   0.50  default_calloc < PyDataMem_UserNEW_ZEROED"]
+
+
 def test_the_gil_trace_counts_the_hand_overs_and_what_they_leave_free():
     trace = load("gil_trace")
     # main 10 holds; 11 waits from 1.0; 10 drops at 1.2 (a hand-over: 11 takes at 1.25), takes
