@@ -305,6 +305,17 @@ def _take_rows(table: Any, index: Any, outs: Any) -> None:
 take_rows = core.take_rows if core is not None else _take_rows
 
 
+def object_array(n: int) -> np.ndarray:
+    """A 1-D object array of ``n`` items, for the caller to set every one of (each holds the
+    int 0 until then). NumPy makes an object array of 128 items or more with ``calloc`` and
+    lets go of the GIL around it: with another thread waiting, a hand-over each time (tokens:
+    about 3 every chunk of 2,048 records, of 13.5 let-gos in all: ``benchmarks/gil_trace.py
+    --sites``). Resizing an array of one item keeps the GIL."""
+    out = np.empty(1, dtype=object)
+    out.resize(n, refcheck=False)
+    return out
+
+
 def _objects(array: Any, writable: bool = False) -> bool:
     """Whether ``array`` is what ``set_objects`` takes: a C-contiguous 1-D NumPy array of
     Python objects (writable if asked)."""
@@ -493,7 +504,7 @@ class DenseColumn:
         if isinstance(index, slice):
             return self.data[index].copy()
         if _objects(self.data) and _int64(index):
-            out = np.empty(len(index), dtype=object)
+            out = object_array(len(index))
             set_objects(out, None, self.data, index)
             return out
         if self.data.ndim == 1:  # scalars: NumPy's take lets go of the GIL, indexing not
@@ -511,7 +522,7 @@ class DenseColumn:
             return _rows_of_batches(self.data, indices)
         if shared and _objects(self.data) and len(indices) > 1:
             joined = _joined(indices)
-            taken = np.empty(len(joined), dtype=object)
+            taken = object_array(len(joined))
             set_objects(taken, None, self.data, joined)
             ends = np.cumsum([len(index) for index in indices]).tolist()
             return [taken[end - len(index):end] for index, end in zip(indices, ends)]

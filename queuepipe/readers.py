@@ -33,7 +33,7 @@ from typing import IO, Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
-from queuepipe._columns import set_objects
+from queuepipe._columns import object_array, set_objects
 from queuepipe._core import core
 from queuepipe._frames import _HEADER, FRAME_BYTES, HEADER_BYTES, masked_crc32c, unframe_many
 from queuepipe._streams import ReadBuffer, stored_size
@@ -315,7 +315,7 @@ class ReaderBase:
 
 
 def _object_array(items: List[bytes]) -> np.ndarray:
-    out = np.empty(len(items), dtype=object)
+    out = object_array(len(items))
     set_objects(out, None, items, None)  # (NumPy's out[:] = items looks into each item)
     return out
 

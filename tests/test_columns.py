@@ -1043,3 +1043,14 @@ def test_the_core_shuffle_in_refuses_places_it_cannot_take_naming_them():
         queues._core_shuffle_in(slots.astype(np.int32), 0, np.array([0]))
     with pytest.raises(ValueError, match=r"^shuffle_in: places overlaps slots$"):
         queues._core_shuffle_in(slots, 0, slots[:2])
+
+
+@pytest.mark.parametrize("set_objects", _twins("set_objects"))
+@pytest.mark.parametrize("n", [0, 1, 127, 128, 5000])
+def test_object_array_is_what_set_objects_fills(set_objects, n):
+    out = _columns.object_array(n)
+    assert type(out) is np.ndarray and out.dtype == object and out.shape == (n,)
+    assert out.flags.c_contiguous and out.flags.writeable and out.flags.owndata
+    items = [bytes([i % 256]) * 3 for i in range(n)]
+    set_objects(out, None, items, None)
+    assert all(got is item for got, item in zip(out, items))
