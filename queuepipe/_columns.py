@@ -470,6 +470,12 @@ def _joined(indices: Sequence[Any]) -> np.ndarray:
     return joined
 
 
+def _pieces(taken: np.ndarray, indices: Sequence[Any]) -> List[np.ndarray]:
+    """``taken`` (what ``indices`` name, one after the other) cut into a view for each."""
+    ends = np.cumsum([len(index) for index in indices]).tolist()
+    return [taken[end - len(index):end] for index, end in zip(indices, ends)]
+
+
 class DenseColumn:
     """A component of fully defined shape: row ``r`` of a ``(rows, *shape)`` array."""
 
@@ -524,8 +530,7 @@ class DenseColumn:
             joined = _joined(indices)
             taken = object_array(len(joined))
             set_objects(taken, None, self.data, joined)
-            ends = np.cumsum([len(index) for index in indices]).tolist()
-            return [taken[end - len(index):end] for index, end in zip(indices, ends)]
+            return _pieces(taken, indices)
         return [self.read(index) for index in indices]
 
     def read_one(self, row: int) -> Any:
@@ -606,6 +611,21 @@ class DenseColumns:
         by_member = taken.swapaxes(0, 1).copy()  # (a slice's rows are cleared next)
         for k, component in enumerate(self.components):
             out[component] = by_member[k]
+
+    def read_batches(self, indices: Sequence[Any], outs: List[List[Any]]) -> None:
+        """:meth:`read` of each of ``indices`` (index arrays, disjoint) into its raw batch of
+        ``outs``. Where the core is loaded, a table of numbers (a label and the ordinal
+        ``read_batch_features`` tags it with) gathers the rows of them all in one call and
+        splits them by member in one copy: each batch's members are views of that copy, as
+        each batch's were of its own."""
+        if core is None or not _numbers(self.data) or len(indices) == 1:
+            for index, out in zip(indices, outs):
+                self.read(index, out)
+            return
+        by_member = _taken_rows(self.data, _joined(indices)).swapaxes(0, 1).copy()
+        for k, component in enumerate(self.components):
+            for out, piece in zip(outs, _pieces(by_member[k], indices)):
+                out[component] = piece
 
     def clear(self, index: Any) -> None:
         if self.data.dtype == object:  # drop the references, so memory can be freed
@@ -765,6 +785,11 @@ class SparseColumns:
             for member, raw in zip(self.members, raws):  # (put set every member's rank)
                 shapes[:, member.offset:member.offset + raw.shapes.shape[1]] = raw.shapes
             _set_rows(self.shape, index, shapes)
+
+    def read_batches(self, indices: Sequence[Any], outs: List[List[Any]]) -> None:
+        """:meth:`read` of each of ``indices`` into its raw batch of ``outs``."""
+        for index, out in zip(indices, outs):
+            self.read(index, out)
 
     def read(self, index: Any, out: List[Any]) -> None:
         """Sets ``out[member.component]`` to each member's raw batch (Rows) of rows ``index``:

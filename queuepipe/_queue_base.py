@@ -353,6 +353,11 @@ class QueueBase:
         then clears the rows."""
         for group in self._groups:
             group.read(index, out)
+        self._clear(index)
+
+    def _clear(self, index: Any) -> None:
+        """Clears rows ``index`` of every column, once read."""
+        for group in self._groups:
             group.clear(index)
         for column in self._columns:
             if not column.grouped:
@@ -360,9 +365,12 @@ class QueueBase:
 
     def _read_batches(self, indices: List[Any]) -> List[List[Any]]:
         """The raw batches at rows ``indices[0]``, ``indices[1]``, ... (disjoint), as
-        :meth:`_read` of each gives them, the rows then cleared: a column of rows of numbers
-        gathers them all in one call, and where a batch finish takes them (they reach no
-        user) a column of objects gives views of one array (``DenseColumn.read_batches``)."""
+        :meth:`_read` of each gives them, the rows then cleared: a column or a group of
+        columns of numbers gathers them all in one call (mnist's labels and ordinals, a call
+        a batch and the Python around it: 5% of what its pipeline ran holding the GIL,
+        ``benchmarks/instructions.py features --gil-held``), and where a batch finish takes
+        them (they reach no user) a column of objects gives views of one array
+        (``DenseColumn.read_batches``)."""
         outs: List[List[Any]] = [[None] * len(self._columns) for _ in indices]
         shared = self._batch_finish is not None
         for c, column in enumerate(self._columns):
@@ -373,8 +381,10 @@ class QueueBase:
                 else [column.read(index) for index in indices]
             for out, batch in zip(outs, batches):
                 out[c] = batch
-        for index, out in zip(indices, outs):
-            self._read_groups_and_clear(index, out)
+        for group in self._groups:
+            group.read_batches(indices, outs)
+        for index in indices:
+            self._clear(index)
         return outs
 
     def _finish(self, raw: List[Any]) -> Any:

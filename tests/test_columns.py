@@ -896,6 +896,38 @@ def test_batches_of_image_rows_drawn_together_are_read_in_one_call_without_the_g
     assert [b[0].tolist() for group in taken for b in group] == [b[0].tolist() for b in expected]
 
 
+def test_batches_drawn_together_gather_each_column_and_group_of_numbers_once(monkeypatch):
+    # mnist's queue in read_batch_features: images, labels grouped with the ordinals they are
+    # tagged with, and a float scalar alone; a chunk's 16 batches drawn ahead come out as 16
+    # takes one after the other would give them, the images and the group each gathered in
+    # one call for them all where the core is loaded (the group's call a batch, and the
+    # Python around it, held the GIL for nothing); a scalar alone is indexed by NumPy a batch
+    # at a time, which costs less than joining the batches' rows for one call
+    def filled():
+        q = qp.RandomShuffleQueue(4096, 0, [qp.uint8, qp.int64, qp.int64, qp.float32],
+                                  shapes=[[784], [], [], []], seed=11)
+        n = 2048
+        q.enqueue_many([np.arange(n * 784, dtype=np.int64).astype(np.uint8).reshape(n, 784),
+                        np.arange(n), np.arange(n) * 3, np.arange(n, dtype=np.float32) / 2])
+        return q
+
+    together, alone = filled(), filled()
+    calls = []
+    take_rows = _columns.take_rows
+    monkeypatch.setattr(_columns, "take_rows",
+                        lambda *args: calls.append(len(args[2])) or take_rows(*args))
+    taken = list(together._take_batches(128, 16))
+    gathered = list(calls)
+    expected = [alone._take(128) for _ in range(16)]
+    assert len(taken) == 16
+    for got, want in zip(taken, expected):
+        assert [c.dtype for c in got] == [c.dtype for c in want]
+        assert [c.tolist() for c in got] == [c.tolist() for c in want]
+    if _columns.core is not None:  # the images and the group: one call each
+        assert sorted(gathered) == [1, 16], gathered
+    assert together.size() == alone.size() == 0
+
+
 def test_object_batches_read_together_share_one_array_only_where_no_user_sees_them():
     # read_batch_features' serialized records, drawn ahead and parsed by the queue's batch
     # finish: one object array for a group of batches (NumPy makes one of 128 items or more
