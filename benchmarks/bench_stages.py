@@ -43,7 +43,10 @@ the GIL; the read plan's lock: how long it was held a chunk (the median hold's w
 its holds over the wall time (what no second thread can share), and the threads' waits for
 it; and the queue's own accounts of its waits: the enqueue threads' for room (all of them
 added up; none means the consumer kept up) and the consumer's for a batch, over the wall
-time (most of it means the enqueue threads are the bound).
+time (most of it means the enqueue threads are the bound); and the kernel's share of the
+process's CPU with its voluntary and forced context switches every 1,000 records
+(``getrusage``): a thread that waits for the GIL or a lock sleeps, and its wake-up by
+another core is paid there.
 
 ``--pipeline --apart`` runs each of ``--threads`` as that many separate ``qp_bulk``
 pipelines of one enqueue thread, each read by a thread of its own: they share no lock but
@@ -75,6 +78,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import sys
 import time
 
@@ -82,6 +86,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402 - beside this file
+import bench_host  # noqa: E402 - beside this file
 
 
 def read_chunks(qp, files):
@@ -217,6 +222,7 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
         for threads in args.threads:  # interleaved: a slow spell of the host hits every count
             walked = walk_seconds[0]
             with _timed_steps() as steps, _runner_cpu() as runners, _plan_lock() as lock:
+                usage = resource.getrusage(resource.RUSAGE_SELF)
                 start, wall = time.process_time(), time.perf_counter()
                 consumer = time.thread_time()
                 batches = bench.pipeline_bulk(qp, files, args.epochs or 2, threads, args.workload,
@@ -226,6 +232,7 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
                 wall = time.perf_counter() - wall
                 queue = getattr(batches._queue, "built", batches._queue)
                 steps["(waits)"] = (queue._producer_wait, queue._consumer_wait / wall)
+                steps["(kernel)"] = _kernel_share(usage, time.process_time() - start)
                 steps["(consumer thread)"] = consumer
                 steps["(enqueue threads, busy)"] = sum(runners) / len(runners) / wall \
                     if runners else 0.0
@@ -253,8 +260,22 @@ def _pipeline(qp, folder, args, walk_seconds) -> int:
               f"{steps['(plan lock)'][1]:.0%} of the wall time, waited for "
               f"{steps['(plan lock)'][2] * 1e3:.0f} ms in all; the enqueue threads waited for "
               f"room in the queue {steps['(waits)'][0] * 1e3:.0f} ms in all, the consumer for "
-              f"a batch {steps['(waits)'][1]:.0%} of the wall time")
+              f"a batch {steps['(waits)'][1]:.0%} of the wall time; the kernel's share of the "
+              f"CPU {steps['(kernel)'][0]:.0%}, {steps['(kernel)'][1] / records * 1e3:.1f} "
+              f"voluntary and {steps['(kernel)'][2] / records * 1e3:.1f} forced context "
+              f"switches every 1,000 records")
     return 0
+
+
+def _kernel_share(before, cpu: float) -> tuple:
+    """Since ``before`` (``getrusage``): the kernel's share of the process's CPU ``cpu``, and
+    its threads' voluntary and forced context switches. A thread that waits for the GIL or a
+    lock sleeps, and is woken by another core; on a virtual machine each of those costs tens
+    of microseconds, counted in the kernel's share (the seventeenth and eighteenth sittings
+    of docs/performance.md)."""
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return ((after.ru_stime - before.ru_stime) / cpu if cpu else 0.0,
+            after.ru_nvcsw - before.ru_nvcsw, after.ru_nivcsw - before.ru_nivcsw)
 
 
 def _print_rounds(rounds, args, what) -> int:
@@ -332,29 +353,13 @@ def _processes(folder, args) -> int:
     (from the first start to the last end, the best of ``--repeat`` interleaved rounds) and
     CPU a record (the least)."""
     import json
-    import subprocess
 
     child = _CHILD.format(here=HERE, folder=folder, workload=args.workload)
     rounds = {n: [] for n in args.threads}
     for _ in range(args.repeat):
         for n in args.threads:
-            procs = [subprocess.Popen([sys.executable, "-c", child], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True) for _ in range(n)]
-            try:
-                for proc in procs:
-                    if proc.stdout.readline().strip() != "ready":
-                        raise RuntimeError("a --processes child failed before its pipeline")
-                for proc in procs:
-                    proc.stdin.write("go\n")
-                    proc.stdin.flush()
-                results = [json.loads(proc.communicate()[0]) for proc in procs]
-            finally:
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
-            if any(proc.returncode for proc in procs):
-                raise RuntimeError("a --processes child failed")
+            results = [json.loads(out) for out in bench_host.run_together(
+                [sys.executable, "-c", child], n, "a --processes child")]
             wall = max(r["end"] for r in results) - min(r["start"] for r in results)
             records = sum(r["records"] for r in results)
             rounds[n].append((wall, sum(r["cpu"] for r in results), records))

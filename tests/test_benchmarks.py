@@ -358,7 +358,9 @@ def test_the_stage_benchmark_measures_the_whole_pipeline(workload, capsys):
                          r"time; the plan's lock held \d+ us a chunk \(median\), \d+% of the "
                          r"wall time, waited for \d+ ms in all; the enqueue threads waited for "
                          r"room in the queue \d+ ms in all, the consumer for a batch \d+% of "
-                         r"the wall time$", out, re.M), out
+                         r"the wall time; the kernel's share of the CPU \d+%, [\d.]+ voluntary "
+                         r"and [\d.]+ forced context switches every 1,000 records$", out,
+                         re.M), out
     assert not re.search(r"chunk read 0\.00 us, parse 0\.00", out), out  # (steps timed)
     assert not re.search(r"busy \(its CPU\) 0% ", out), out  # (the runners' threads timed)
     assert not re.search(r"lock held 0 us", out), out  # (the plan's lock timed)
@@ -544,3 +546,16 @@ def test_the_gil_trace_counts_the_hand_overs_and_what_they_leave_free():
     assert trace.busy(summary) == ("  the GIL held 75% of the pipeline's 1000 ms; 2 hand-overs to "
                                    "a waiting thread, each leaving it free for 75000 us (median), "
                                    "15% of the time")
+
+
+def test_the_host_benchmark_sets_two_workers_against_one_for_each_kind(capsys):
+    # two processes (the file run as a worker) and two threads against one, and a hand-over
+    assert load("bench_host").main(["--kinds", "compute", "cached", "--seconds", "0.02",
+                                    "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    for kind, kib in (("compute", 64), ("cached", 1536)):
+        assert re.search(rf"^{kind} \({kib} KiB a unit\): one [\d,]+ units/s; two processes "
+                         r"[\d,]+ \(\d+\.\d\dx\); two threads [\d,]+ \(\d+\.\d\dx\)$", out,
+                         re.M), out
+    assert "memory" not in out
+    assert re.search(r"^hand-over: \d+\.\d us there and back \(median\)$", out, re.M), out
