@@ -26,7 +26,7 @@ __all__ = ["ABI_VERSION", "core", "description"]
 # The version of the interface between this Python code and the C module: the same number
 # as QP_ABI_VERSION in queuepipe/_core/module.c, bumped together. A module built from an
 # older source (an editable install's stale build) has another number and is refused.
-ABI_VERSION = 28
+ABI_VERSION = 29
 
 
 def _switch(name: str) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 from queuepipe import dtypes as _dtypes
 from queuepipe import sparse
 from queuepipe.errors import InvalidArgumentError
-from queuepipe.parsing._items import exact_bytes
+from queuepipe.parsing._items import all_exact_bytes
 from queuepipe.sparse import SparseValue
 
 __all__ = ["Components", "fmt_shape", "as_dtype_list", "as_shape_list", "unique_name",
@@ -487,7 +487,7 @@ class Components:
         if isinstance(value, str):
             return value.encode("utf-8")
         if type(value) is np.ndarray and value.dtype.kind == "O" and value.ndim and value.size \
-                and value.flags.c_contiguous and exact_bytes(value.reshape(-1)) is not None:
+                and value.flags.c_contiguous and all_exact_bytes(value.reshape(-1)):
             return value  # bytes already, as readers and parsers make them: one C loop
         try:
             arr = np.array(value, dtype=object)

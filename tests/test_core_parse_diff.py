@@ -530,10 +530,12 @@ def test_both_batch_checks_agree(items, form):
     else:
         batch = tuple(items) if form == "tuple" else list(items)
     for core, pure in ((_core.core.exact_bytes, _items.pure_exact_bytes),
+                       (_core.core.all_exact_bytes, _items.pure_all_exact_bytes),
                        (_core.core.join_equal, _items.pure_join_equal)):
         got, expected = core(batch), pure(batch)
         assert type(got) is type(expected) and got == expected
-        assert got is None or list(map(type, got)) == list(map(type, expected))
+        assert got in (None, True, False) or list(map(type, got)) == list(map(type, expected))
+    assert _core.core.all_exact_bytes(batch) is (_items.pure_exact_bytes(batch) is not None)
 
 
 class _List(list):
@@ -547,7 +549,7 @@ class _List(list):
 def test_the_batch_checks_refuse_what_is_no_list_tuple_or_flat_object_array(batch):
     from queuepipe.parsing import _items
 
-    for function in ("exact_bytes", "join_equal"):
+    for function in ("exact_bytes", "all_exact_bytes", "join_equal"):
         for check in (getattr(_core.core, function), getattr(_items, "pure_" + function)):
             with pytest.raises(TypeError, match=rf"^{function} takes a list, a tuple or a "
                                                 rf"C-contiguous 1-D object array$"):

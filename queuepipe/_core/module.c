@@ -14,7 +14,7 @@
 
 /* Bumped whenever a function of this module changes what it takes or gives; queuepipe/_core.py
  * refuses a module whose number differs from its own (a stale build of an older source). */
-#define QP_ABI_VERSION 28
+#define QP_ABI_VERSION 29
 
 
 static uint32_t

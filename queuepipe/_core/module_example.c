@@ -765,6 +765,26 @@ exact_bytes(PyObject *module, PyObject *obj)
     return result;
 }
 
+PyDoc_STRVAR(all_exact_bytes_doc,
+"all_exact_bytes(items) -> bool\n\n"
+"Whether every item of items (a list, a tuple or a 1-D object array) is exactly bytes: what\n"
+"exact_bytes checks, without the list it makes (a queue's check of a chunk of records).");
+
+static PyObject *
+all_exact_bytes(PyObject *module, PyObject *obj)
+{
+    (void)module;
+    Py_buffer view;
+    PyObject *const *items;
+    Py_ssize_t n;
+    if (object_items(obj, "all_exact_bytes", &view, &items, &n) < 0)
+        return NULL;
+    int all = all_bytes(items, n, -1);  /* (runs no Python code: the items stay as they are) */
+    if (view.obj != NULL)
+        PyBuffer_Release(&view);
+    return PyBool_FromLong(all);
+}
+
 PyDoc_STRVAR(join_equal_doc,
 "join_equal(items) -> bytearray or None\n\n"
 "The items (a list, a tuple or a 1-D object array of at least one item) one after the\n"
@@ -1000,6 +1020,7 @@ static PyMethodDef example_methods[] = {
     {"walk_examples", walk_examples, METH_VARARGS, walk_examples_doc},
     {"walk_one", walk_one, METH_VARARGS, walk_one_doc},
     {"exact_bytes", exact_bytes, METH_O, exact_bytes_doc},
+    {"all_exact_bytes", all_exact_bytes, METH_O, all_exact_bytes_doc},
     {"join_equal", join_equal, METH_O, join_equal_doc},
     {"sparse_table", sparse_table, METH_VARARGS, sparse_table_doc},
     {"walk_sequence_example", walk_sequence_example, METH_VARARGS,

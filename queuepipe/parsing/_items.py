@@ -2,7 +2,8 @@
 records through and ``decode_raw`` its strings.
 
 A batch here is a list, a tuple or a C-contiguous 1-D object array. :func:`exact_bytes`
-gives its items as a new list when every one is exactly ``bytes``, :func:`join_equal` their
+gives its items as a new list when every one is exactly ``bytes`` (:func:`all_exact_bytes`
+only says whether they are), :func:`join_equal` their
 bytes one after the other in a new ``bytearray`` when they are also all of one length; both
 give None otherwise, and the caller's general path converts what it accepts or raises its
 error. The compiled core's one C loop each where it is loaded (a dozen times fewer
@@ -18,7 +19,8 @@ import numpy as np
 
 from queuepipe import _core
 
-__all__ = ["exact_bytes", "join_equal", "pure_exact_bytes", "pure_join_equal"]
+__all__ = ["all_exact_bytes", "exact_bytes", "join_equal", "pure_all_exact_bytes",
+           "pure_exact_bytes", "pure_join_equal"]
 
 
 def _listed(items: Any, function: str) -> List[Any]:
@@ -38,6 +40,11 @@ def pure_exact_bytes(items: Any) -> Optional[List[bytes]]:
     return listed if set(map(type, listed)) <= {bytes} else None
 
 
+def pure_all_exact_bytes(items: Any) -> bool:
+    """Whether every item is exactly ``bytes``."""
+    return set(map(type, _listed(items, "all_exact_bytes"))) <= {bytes}
+
+
 def pure_join_equal(items: Any) -> Optional[bytearray]:
     """The items one after the other in a new ``bytearray`` when there is at least one, every
     one is exactly ``bytes`` and all have one length, else None."""
@@ -50,5 +57,7 @@ def pure_join_equal(items: Any) -> Optional[bytearray]:
 _compiled = _core.core
 exact_bytes: Callable[[Any], Optional[List[bytes]]] = (
     _compiled.exact_bytes if _compiled is not None else pure_exact_bytes)
+all_exact_bytes: Callable[[Any], bool] = (
+    _compiled.all_exact_bytes if _compiled is not None else pure_all_exact_bytes)
 join_equal: Callable[[Any], Optional[bytearray]] = (
     _compiled.join_equal if _compiled is not None else pure_join_equal)
