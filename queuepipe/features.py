@@ -576,9 +576,10 @@ def _default_enqueue_threads() -> int:
     take turns on the GIL and run slower than one).
 
     Two enqueue threads gain over one only in the share of a record's work done without the
-    GIL: at most ``1 / (the share that holds it)``, 1.3x for tokens where it is three
-    quarters, and less the GIL's hand-overs between cores; on a 2-core host a second thread
-    beside the consumer made the pipeline slower (docs/performance.md, "Threads")."""
+    GIL, less the GIL's hand-overs between cores: on a 2-core host, with a consumer that
+    does nothing but take the batches, 1.0-1.6x one (docs/performance.md, "Where it
+    stands"). A training loop's own work needs the core left to it, which a second enqueue
+    thread would take."""
     if not core_available():
         return 1
     try:
