@@ -9,7 +9,7 @@ usage::
     python benchmarks/bench_stages.py --workload tokens --pipeline --threads 1 2 --epochs 20
     python benchmarks/bench_stages.py --workload tokens --pipeline --apart --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --pipeline --processes --threads 1 2
-    python benchmarks/bench_stages.py --workload tokens --bare [--apart] --threads 1 2
+    python benchmarks/bench_stages.py --workload tokens --bare [--apart] [--read-only] --threads 1 2
     python benchmarks/bench_stages.py --workload tokens --bare --shuffled --threads 1 2 --epochs 8
 
 One thread, no pipeline around it: the first 15,000 records of ``bench.py``'s workload (two
@@ -58,7 +58,8 @@ cores (and the page cache), what the machine gives that many pipelines with no G
 common. Printed: the records of them all over the time from the first one's start to the
 last one's end.
 
-``--bare --threads 1 2`` runs the read and the parse alone, with no queue or consumer: that
+``--bare --threads 1 2`` runs the read and the parse alone (with ``--read-only``, the read
+alone), with no queue or consumer: that
 many threads take the chunks of one ``read_batch_features`` read plan (2,048 records, or
 ``--read-batch-size``; as many epochs of every shard as threads), parse each chunk with one
 ``parse_example`` (and mnist's ``decode_raw``) and mark its records delivered; records a
@@ -157,6 +158,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shuffled", action="store_true",
                     help="with --bare: each chunk's records traded for random ones of a "
                          "pool the threads share, those parsed in batches")
+    ap.add_argument("--read-only", action="store_true",
+                    help="with --bare: the read alone, each chunk's records not parsed")
     ap.add_argument("--buffer", type=int, default=None,
                     help="with --shuffled: the pool's records (bench.py's shuffle buffer by "
                          "default)")
@@ -377,8 +380,10 @@ def _bare(qp, folder, specs, args) -> int:
     or ``--buffer``, under a lock; the first chunks fill it), and the records drawn are
     parsed in batches of ``bench.BATCH``, in one call (as the enqueue threads parse the
     batches they draw ahead): a shared shuffle at its simplest, without the queue, its
-    bookkeeping or a consumer. Records a second of them all (the records parsed) and CPU a
-    record, over ``--repeat`` interleaved rounds."""
+    bookkeeping or a consumer. With ``--read-only`` the chunks are read and not parsed: the
+    plan's work, the frames' checksums and the records' ``bytes`` objects alone. Records a
+    second of them all (the records parsed, or read) and CPU a record, over ``--repeat``
+    interleaved rounds."""
     import threading
 
     import numpy as np
@@ -412,7 +417,9 @@ def _bare(qp, folder, specs, args) -> int:
                 chunk = plan.take()
             except (qp.errors.OutOfRangeError, qp.errors.CancelledError):
                 break  # (cancelled: a Ctrl-C in the join closed the plan)
-            if not args.shuffled:
+            if args.read_only:
+                records += len(chunk.values)
+            elif not args.shuffled:
                 bench._decoded(qp, qp.io.parse_example(chunk.values, specs), args.workload)
                 records += len(chunk.values)
             else:
@@ -444,7 +451,8 @@ def _bare(qp, folder, specs, args) -> int:
                     plan.close()
             rounds[n].append((*timed, sum(counts)))
     return _print_rounds(rounds, args, lambda n: (
-        "the read and the parse alone (no queue), "
+        ("the read alone (no parse, no queue), " if args.read_only
+         else "the read and the parse alone (no queue), ")
         + ("each chunk traded for records of a shared pool, " if args.shuffled else "")
         + f"{n} thread(s){', a plan each' if args.apart else ''}"))
 

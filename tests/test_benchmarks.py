@@ -409,6 +409,22 @@ def test_the_stage_benchmark_runs_the_read_and_the_parse_alone(workload, capsys)
                              re.M), out
 
 
+def test_the_stage_benchmark_runs_the_read_alone(workload, capsys, monkeypatch):
+    # every record read, none parsed
+    _, data = workload
+    import queuepipe as qp
+
+    monkeypatch.setattr(qp.io, "parse_example", lambda *args: pytest.fail("a record parsed"))
+    assert load("bench_stages").main(["--data", data, "--workload", "mnist", "--bare",
+                                      "--read-only", "--threads", "1", "2", "--repeat",
+                                      "1"]) == 0
+    out = capsys.readouterr().out
+    for n, records in ((1, 600), (2, 1200)):
+        assert re.search(rf"^mnist: the read alone \(no parse, no queue\), {n} thread\(s\), "
+                         rf"{records} records: \d+k records/s \(best of 1; all: \d+k\), "
+                         r"[\d.]+ us of CPU per record$", out, re.M), out
+
+
 def test_the_stage_benchmark_trades_chunks_through_a_shared_pool(workload, capsys):
     # 600 records an epoch, 2 epochs a thread: one thread fills the pool of 256 with its
     # first chunk's records and parses the rest, as whole batches of 128 drawn from it
