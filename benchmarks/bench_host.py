@@ -129,17 +129,20 @@ def hand_over_us(passes: int = 2000) -> float:
 
     def other() -> None:
         for _ in range(passes):
-            theirs.acquire()
+            if not theirs.acquire(timeout=1.0):
+                return  # (the passes stopped short: a Ctrl-C; this thread ends too)
             mine.release()
 
     thread = threading.Thread(target=other)
     thread.start()
-    for _ in range(passes):
-        began = time.perf_counter()
-        theirs.release()
-        mine.acquire()
-        times.append(time.perf_counter() - began)
-    thread.join()
+    try:
+        for _ in range(passes):
+            began = time.perf_counter()
+            theirs.release()
+            mine.acquire()
+            times.append(time.perf_counter() - began)
+    finally:
+        thread.join()
     return statistics.median(times) * 1e6
 
 
