@@ -108,14 +108,25 @@ def _processes(kind: str, seconds: float, n: int) -> float:
 
 
 def _threads(kind: str, seconds: float, n: int) -> float:
-    """Units a second of ``n`` threads of this process at once, added up."""
-    barrier, rates = threading.Barrier(n), []
-    threads = [threading.Thread(target=lambda: rates.append(_units(kind, seconds, barrier.wait)))
-               for _ in range(n)]
+    """Units a second of ``n`` threads of this process at once, added up. A thread that
+    fails (its buffers not made) breaks the others' wait for it, and its error is raised."""
+    barrier, rates, errors = threading.Barrier(n), [], []
+
+    def work() -> None:
+        try:
+            rates.append(_units(kind, seconds, barrier.wait))
+        except BaseException as e:  # noqa: B902 - raised again below, in the caller
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work) for _ in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    failed = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if errors:
+        raise (failed or errors)[0]
     return sum(rates)
 
 

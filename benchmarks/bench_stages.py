@@ -168,6 +168,8 @@ def main(argv=None) -> int:
                          "qp_bulk's read_batch_size, read_batch_features' default by "
                          "default)")
     args = ap.parse_args(argv)
+    if args.read_only and (args.shuffled or not args.bare):
+        ap.error("--read-only goes with --bare, and not with --shuffled (which parses)")
     import queuepipe as qp
 
     data = os.path.abspath(args.data)

@@ -425,6 +425,13 @@ def test_the_stage_benchmark_runs_the_read_alone(workload, capsys, monkeypatch):
                          r"[\d.]+ us of CPU per record$", out, re.M), out
 
 
+@pytest.mark.parametrize("flags", [["--read-only"], ["--bare", "--read-only", "--shuffled"]])
+def test_the_stage_benchmark_reads_alone_only_in_the_bare_mode_that_parses_nothing(flags):
+    with pytest.raises(SystemExit) as raised:
+        load("bench_stages").main(flags)
+    assert raised.value.code == 2
+
+
 def test_the_stage_benchmark_trades_chunks_through_a_shared_pool(workload, capsys):
     # 600 records an epoch, 2 epochs a thread: one thread fills the pool of 256 with its
     # first chunk's records and parses the rest, as whole batches of 128 drawn from it
@@ -575,3 +582,20 @@ def test_the_host_benchmark_sets_two_workers_against_one_for_each_kind(capsys):
                          re.M), out
     assert "memory" not in out
     assert re.search(r"^hand-over: \d+\.\d us there and back \(median\)$", out, re.M), out
+
+
+def test_a_host_benchmark_thread_that_fails_stops_the_others_and_raises(monkeypatch):
+    # the second thread's buffers cannot be made: the first does not wait for it forever
+    bench_host = load("bench_host")
+    made = []
+    work = bench_host._work
+
+    def failing(kind):
+        made.append(kind)
+        if len(made) == 2:
+            raise MemoryError("no buffers")
+        return work(kind)
+
+    monkeypatch.setattr(bench_host, "_work", failing)
+    with pytest.raises(MemoryError, match="no buffers"):
+        bench_host._threads("compute", 0.02, 2)
